@@ -1,0 +1,174 @@
+"""Settings, read from the environment with safe defaults.
+
+With no DATABASE_URL and no REDIS_URL the shop runs in *embedded* mode: a SQLite file and an
+embedded Redis-compatible server (see ``config/embedded_redis.py``) that ``bin/run`` starts,
+so every process shares one lock store and runs the same code path as in production.
+"""
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+
+# --- Core -------------------------------------------------------------------------------------
+
+DEBUG = env.bool("DEBUG", default=False)
+SECRET_KEY = env("SECRET_KEY", default="")
+if not SECRET_KEY:
+    if not DEBUG and env.bool("REQUIRE_SECRET_KEY", default=False):
+        raise environ.ImproperlyConfigured("SECRET_KEY must be set in production")
+    # Development only: a fixed, obviously insecure key so sessions survive restarts.
+    SECRET_KEY = "insecure-dev-key-set-SECRET_KEY-in-production"
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
+
+DJANGO_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+]
+THIRD_PARTY_APPS = [
+    "rest_framework",
+]
+LOCAL_APPS = [
+    "shop",
+    "inventory",
+    "orders",
+]
+INSTALLED_APPS = DJANGO_APPS + THIRD_PARTY_APPS + LOCAL_APPS
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database ---------------------------------------------------------------------------------
+# No ATOMIC_REQUESTS: a request-wide transaction would commit *after* the service released its
+# stock lock. The inventory service opens its own (durable) transaction inside the lock.
+
+DATABASE_MODE = "mysql" if env("DATABASE_URL", default="").startswith("mysql") else "sqlite"
+DATABASES = {
+    "default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
+}
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=0)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
+    DATABASES["default"]["OPTIONS"] = {
+        "charset": "utf8mb4",
+        # Strict mode: out-of-range or truncated values are errors, never silently clipped.
+        "init_command": "SET sql_mode='STRICT_TRANS_TABLES,NO_ZERO_DATE,NO_ZERO_IN_DATE,ERROR_FOR_DIVISION_BY_ZERO'",
+        # READ COMMITTED: every statement sees the latest committed row, so the next lock holder
+        # never works from a snapshot older than the previous holder's commit (see README).
+        "isolation_level": "read committed",
+    }
+    DATABASES["default"]["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"}
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Several processes (web, workers) share the file: wait for the writer instead of failing.
+    DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis: cache and locks -------------------------------------------------------------------
+
+EMBEDDED_REDIS_PORT = env.int("EMBEDDED_REDIS_PORT", default=6390)
+REDIS_MODE = "redis" if env("REDIS_URL", default="") else "embedded"
+REDIS_URL = env("REDIS_URL", default=f"redis://127.0.0.1:{EMBEDDED_REDIS_PORT}/0")
+
+CACHES = {
+    # Ordinary caching may degrade quietly when Redis blips.
+    "default": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "shop",
+        "OPTIONS": {"IGNORE_EXCEPTIONS": True, "SOCKET_CONNECT_TIMEOUT": 2, "SOCKET_TIMEOUT": 2},
+    },
+    # Locks must never degrade quietly: a Redis failure raises instead of yielding "no lock".
+    "locks": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": env("LOCK_KEY_PREFIX", default="shop"),
+        "OPTIONS": {"IGNORE_EXCEPTIONS": False, "SOCKET_CONNECT_TIMEOUT": 2, "SOCKET_TIMEOUT": 5},
+    },
+}
+LOCK_CACHE_ALIAS = "locks"
+
+# --- Stock and orders -------------------------------------------------------------------------
+
+RESERVATION_TTL_SECONDS = env.int("RESERVATION_TTL_SECONDS", default=900)
+# How long a lock lives if its holder dies. Must exceed the slowest stock transaction.
+LOCK_TTL_SECONDS = env.float("LOCK_TTL_SECONDS", default=10.0)
+# How long a caller waits for a busy SKU before giving up with `lock_timeout`.
+LOCK_WAIT_SECONDS = env.float("LOCK_WAIT_SECONDS", default=5.0)
+# redis-py polls a busy lock; its 0.1 s default adds up to 100 ms per wait (bench/lock_poll.py).
+LOCK_POLL_SECONDS = env.float("LOCK_POLL_SECONDS", default=0.002)
+# Waits longer than this are logged so operators see hot SKUs.
+LOCK_WAIT_LOG_SECONDS = env.float("LOCK_WAIT_LOG_SECONDS", default=0.5)
+
+if LOCK_TTL_SECONDS <= 0 or LOCK_WAIT_SECONDS <= 0 or LOCK_POLL_SECONDS <= 0:
+    # A TTL of 0/None would make a crashed holder block its SKU forever.
+    raise environ.ImproperlyConfigured("LOCK_TTL_SECONDS, LOCK_WAIT_SECONDS and LOCK_POLL_SECONDS must be > 0")
+
+MAX_LINE_QUANTITY = env.int("MAX_LINE_QUANTITY", default=1000)
+MAX_ORDER_LINES = env.int("MAX_ORDER_LINES", default=50)
+MAX_STOCK_QUANTITY = env.int("MAX_STOCK_QUANTITY", default=1_000_000_000)
+
+PAYMENT_GATEWAY = env("PAYMENT_GATEWAY", default="orders.payments.SimulatedGateway")
+
+# --- Celery -----------------------------------------------------------------------------------
+
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
+
+# --- Auth, i18n, static -----------------------------------------------------------------------
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "admin:login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "var" / "static"
+
+# --- Logging ----------------------------------------------------------------------------------
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(process)d %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
+}

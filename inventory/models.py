@@ -1,0 +1,113 @@
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+
+from shop.basemodels import BaseModel, TimestampedModel, TimestampedQuerySet
+
+
+class Stock(BaseModel):
+    """Counters for one product. Changed only by ``inventory.services`` with guarded UPDATEs."""
+
+    product = models.OneToOneField("shop.Product", on_delete=models.PROTECT, related_name="stock")
+    on_hand = models.IntegerField(default=0)
+    reserved = models.IntegerField(default=0)
+    # Bumped by every change: lets editors compare-and-set instead of overwriting blindly.
+    version = models.PositiveIntegerField(default=0)
+
+    class Meta(BaseModel.Meta):
+        ordering = ["product_id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(on_hand__gte=0), name="stock_on_hand_non_negative"),
+            models.CheckConstraint(condition=Q(reserved__gte=0), name="stock_reserved_non_negative"),
+            models.CheckConstraint(condition=Q(reserved__lte=F("on_hand")), name="stock_reserved_within_on_hand"),
+        ]
+
+    def __str__(self):
+        return f"{self.product.sku}: {self.available} available ({self.on_hand} on hand, {self.reserved} reserved)"
+
+    @property
+    def available(self) -> int:
+        return self.on_hand - self.reserved
+
+
+class Reservation(BaseModel):
+    """Units of one order line held for the customer until paid, released, or expired."""
+
+    class State(models.TextChoices):
+        ACTIVE = "active", "Active"
+        COMMITTED = "committed", "Committed"
+        RELEASED = "released", "Released"
+
+    class ReleaseReason(models.TextChoices):
+        EXPIRED = "expired", "Expired"
+        PAYMENT_FAILED = "payment_failed", "Payment failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    order_line = models.ForeignKey("orders.OrderLine", on_delete=models.PROTECT, related_name="reservations")
+    product = models.ForeignKey("shop.Product", on_delete=models.PROTECT, related_name="reservations")
+    quantity = models.PositiveIntegerField()
+    state = models.CharField(max_length=16, choices=State.choices, default=State.ACTIVE, db_index=True)
+    expires_at = models.DateTimeField(db_index=True)
+    release_reason = models.CharField(max_length=32, choices=ReleaseReason.choices, blank=True)
+
+    class Meta(BaseModel.Meta):
+        ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(quantity__gt=0), name="reservation_quantity_positive"),
+            models.CheckConstraint(
+                condition=Q(state="released", release_reason__gt="") | (~Q(state="released") & Q(release_reason="")),
+                name="reservation_release_reason_iff_released",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.quantity} x {self.product_id} ({self.state})"
+
+
+class StockMovementQuerySet(TimestampedQuerySet):
+    def update(self, **kwargs):
+        raise TypeError("The stock ledger is append-only")
+
+    def delete(self):
+        raise TypeError("The stock ledger is append-only")
+
+
+class StockMovement(TimestampedModel):
+    """Append-only ledger: per stock, the deltas sum to the counters. Never soft-deleted, never edited."""
+
+    class Kind(models.TextChoices):
+        RESTOCK = "restock", "Restock"
+        ADJUST = "adjust", "Adjust"
+        RESERVE = "reserve", "Reserve"
+        COMMIT = "commit", "Commit"
+        RELEASE = "release", "Release"
+
+    stock = models.ForeignKey(Stock, on_delete=models.PROTECT, related_name="movements")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    on_hand_delta = models.IntegerField(default=0)
+    reserved_delta = models.IntegerField(default=0)
+    order = models.ForeignKey("orders.Order", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    reservation = models.ForeignKey(
+        Reservation, null=True, blank=True, on_delete=models.PROTECT, related_name="movements"
+    )
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    reason = models.CharField(max_length=255, blank=True)
+
+    objects = StockMovementQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["stock", "id"])]
+
+    def __str__(self):
+        return f"{self.kind} on_hand{self.on_hand_delta:+d} reserved{self.reserved_delta:+d}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise TypeError("The stock ledger is append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise TypeError("The stock ledger is append-only")

@@ -1,0 +1,279 @@
+"""Every stock change goes through here.
+
+Each change follows the same order, which is the point of the whole project:
+
+1. take the Redis locks of the SKUs involved (sorted, bounded wait) - ``locks.sku_locks``;
+2. open a *durable* transaction inside the lock, so the commit happens while the lock is held
+   (the reverse, seed 000's ``sell3``, lets the next holder read rows before our commit);
+3. change the counters with a conditional UPDATE guarded in SQL (``WHERE on_hand - reserved >= n``)
+   that bumps ``version``; CHECK constraints back it up. The lock is the fast path; the guard is
+   what makes an expired or lost lock unable to oversell;
+4. append the ledger rows (``StockMovement``) in the same transaction.
+"""
+
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+
+from inventory import locks
+from inventory.errors import (
+    BelowReserved,
+    DuplicateLine,
+    InsufficientStock,
+    InvalidInput,
+    InvalidQuantity,
+    StaleStock,
+)
+from inventory.models import Reservation, Stock, StockMovement
+from shop.selectors import product_get_for_stock
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StockLine:
+    sku: str
+    quantity: int
+
+
+class StockInvariantBroken(RuntimeError):
+    """The counters disagree with the reservations: reconcile. Never expected; rolls back."""
+
+
+# --- Input ------------------------------------------------------------------------------------
+
+
+def _validate_count(value, *, field: str, maximum: int, minimum: int = 1) -> int:
+    # bool is an int subclass; "2" and 2.0 are not quantities.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidQuantity(fields={field: "Must be a whole number."})
+    if not minimum <= value <= maximum:
+        raise InvalidQuantity(fields={field: f"Must be between {minimum} and {maximum}."})
+    return value
+
+
+def stock_lines_validate(*, lines) -> list[StockLine]:
+    """Check the shape of requested lines (no database): types, bounds, one line per SKU."""
+    if not isinstance(lines, (list, tuple)) or not lines:
+        raise InvalidInput(fields={"items": "Give at least one line."})
+    if len(lines) > settings.MAX_ORDER_LINES:
+        raise InvalidInput(fields={"items": f"At most {settings.MAX_ORDER_LINES} lines."})
+    result = []
+    for index, line in enumerate(lines):
+        if isinstance(line, StockLine):
+            sku, quantity = line.sku, line.quantity
+        elif isinstance(line, dict):
+            sku, quantity = line.get("sku"), line.get("quantity")
+        else:
+            raise InvalidInput(fields={f"items.{index}": "Each line needs a sku and a quantity."})
+        if not isinstance(sku, str) or not sku.strip() or len(sku.strip()) > 64:
+            raise InvalidInput(fields={f"items.{index}.sku": "Must be a SKU string."})
+        quantity = _validate_count(quantity, field=f"items.{index}.quantity", maximum=settings.MAX_LINE_QUANTITY)
+        result.append(StockLine(sku=sku.strip().upper(), quantity=quantity))
+    seen, duplicates = set(), set()
+    for line in result:
+        (duplicates if line.sku in seen else seen).add(line.sku)
+    if duplicates:
+        raise DuplicateLine(skus=sorted(duplicates))
+    return result
+
+
+# --- The critical section ---------------------------------------------------------------------
+
+
+@contextmanager
+def stock_section(*, skus: Iterable[str]) -> Iterator[None]:
+    """Lock the SKUs, then open the transaction: the commit happens before the locks go.
+
+    ``durable=True`` refuses to run inside an outer transaction (``ATOMIC_REQUESTS``, a caller's
+    ``atomic``), whose commit would come after the release. A service called from inside another
+    service's section for the same SKUs joins it instead.
+    """
+    skus = set(skus)
+    held = locks.held_skus()
+    if held and skus <= held and transaction.get_connection().in_atomic_block:
+        yield
+        return
+    with locks.sku_locks(skus), transaction.atomic(durable=True):
+        yield
+
+
+def _stocks_by_product(product_ids: Iterable[int]) -> dict[int, Stock]:
+    return {stock.product_id: stock for stock in Stock.objects.filter(product_id__in=set(product_ids))}
+
+
+# --- Reservations -----------------------------------------------------------------------------
+
+
+def stock_reserve(*, order, expires_at) -> list[Reservation]:
+    """Reserve every line of ``order``, all or nothing; ``InsufficientStock`` lists every short line."""
+    lines = list(order.lines.select_related("product").order_by("product_id"))
+    with stock_section(skus=[line.product.sku for line in lines]):
+        stocks = _stocks_by_product(line.product_id for line in lines)
+        short = []
+        for line in lines:
+            stock = stocks.get(line.product_id)
+            reserved = stock is not None and Stock.objects.filter(
+                pk=stock.pk, on_hand__gte=F("reserved") + line.quantity
+            ).update(reserved=F("reserved") + line.quantity, version=F("version") + 1)
+            if not reserved:
+                short.append(line)
+        if short:
+            # Lines that failed were not updated, so what we read for them is still current.
+            raise InsufficientStock(
+                shortages=[
+                    {
+                        "sku": line.product.sku,
+                        "requested": line.quantity,
+                        "available": stocks[line.product_id].available if line.product_id in stocks else 0,
+                    }
+                    for line in short
+                ]
+            )
+        reservations = Reservation.objects.bulk_create(
+            Reservation(order_line=line, product=line.product, quantity=line.quantity, expires_at=expires_at)
+            for line in lines
+        )
+        StockMovement.objects.bulk_create(
+            StockMovement(
+                stock=stocks[reservation.product_id],
+                kind=StockMovement.Kind.RESERVE,
+                reserved_delta=reservation.quantity,
+                order=order,
+                reservation=reservation,
+            )
+            for reservation in reservations
+        )
+    return reservations
+
+
+def stock_commit(*, order) -> list[Reservation]:
+    """Turn the order's active reservations into sales. Twice is a no-op with the same result."""
+    return _reservations_settle(order=order, state=Reservation.State.COMMITTED)
+
+
+def stock_release(*, order, reason: str) -> list[Reservation]:
+    """Give the order's reserved units back. Twice is a no-op with the same result."""
+    if reason not in Reservation.ReleaseReason.values:
+        raise InvalidInput(fields={"reason": f"One of {', '.join(Reservation.ReleaseReason.values)}."})
+    return _reservations_settle(order=order, state=Reservation.State.RELEASED, reason=reason)
+
+
+def _reservations_settle(*, order, state: str, reason: str = "") -> list[Reservation]:
+    committing = state == Reservation.State.COMMITTED
+    kind = StockMovement.Kind.COMMIT if committing else StockMovement.Kind.RELEASE
+    order_reservations = Reservation.objects.filter(order_line__order=order)
+    with stock_section(skus=order.skus):
+        active = list(order_reservations.filter(state=Reservation.State.ACTIVE).order_by("product_id"))
+        stocks = _stocks_by_product(reservation.product_id for reservation in active)
+        movements = []
+        for reservation in active:
+            # The state flip is itself conditional, so a reservation settles once even if a lock is lost.
+            if not Reservation.objects.filter(pk=reservation.pk, state=Reservation.State.ACTIVE).update(
+                state=state, release_reason=reason
+            ):
+                continue
+            quantity = reservation.quantity
+            counters = {"reserved": F("reserved") - quantity, "version": F("version") + 1}
+            if committing:
+                counters["on_hand"] = F("on_hand") - quantity
+            if not Stock.objects.filter(pk=stocks[reservation.product_id].pk, reserved__gte=quantity).update(**counters):
+                raise StockInvariantBroken(f"Stock {reservation.product_id} holds fewer than {quantity} reserved units")
+            movements.append(
+                StockMovement(
+                    stock=stocks[reservation.product_id],
+                    kind=kind,
+                    on_hand_delta=-quantity if committing else 0,
+                    reserved_delta=-quantity,
+                    order=order,
+                    reservation=reservation,
+                    reason=reason,
+                )
+            )
+        StockMovement.objects.bulk_create(movements)
+        if movements and not committing:
+            logger.info("released %d reservation(s) of order %s (%s)", len(movements), order.number, reason)
+        return list(order_reservations.filter(state=state))
+
+
+# --- Staff changes ----------------------------------------------------------------------------
+
+
+def stock_restock(*, sku: str, quantity: int, reason: str = "restock", actor=None) -> Stock:
+    """Add received units to on-hand stock."""
+    quantity = _validate_count(quantity, field="quantity", maximum=settings.MAX_STOCK_QUANTITY)
+    return _stock_change(sku=sku, kind=StockMovement.Kind.RESTOCK, delta=quantity, reason=reason, actor=actor)
+
+
+def stock_adjust(
+    *,
+    sku: str,
+    reason: str,
+    delta: int | None = None,
+    set_to: int | None = None,
+    expected_version: int | None = None,
+    actor=None,
+) -> Stock:
+    """Correct on-hand stock by ``delta`` or to ``set_to``; never below what is reserved.
+
+    ``expected_version`` makes it a compare-and-set: a form read before a concurrent change is refused
+    with ``stale_version`` rather than overwriting it.
+    """
+    if (delta is None) == (set_to is None):
+        raise InvalidInput(fields={"delta": "Give exactly one of delta or set_to."})
+    limit = settings.MAX_STOCK_QUANTITY
+    if delta is not None:
+        delta = _validate_count(delta, field="delta", minimum=-limit, maximum=limit)
+        if delta == 0:
+            raise InvalidQuantity(fields={"delta": "Must not be zero."})
+    else:
+        set_to = _validate_count(set_to, field="set_to", minimum=0, maximum=limit)
+    if expected_version is not None:
+        expected_version = _validate_count(expected_version, field="expected_version", minimum=0, maximum=2**31)
+    return _stock_change(
+        sku=sku,
+        kind=StockMovement.Kind.ADJUST,
+        delta=delta,
+        set_to=set_to,
+        expected_version=expected_version,
+        reason=reason,
+        actor=actor,
+    )
+
+
+def _stock_change(*, sku, kind, reason, actor, delta=None, set_to=None, expected_version=None) -> Stock:
+    if not isinstance(reason, str) or not reason.strip():
+        raise InvalidInput(fields={"reason": "Say why the stock changes."})
+    if not isinstance(sku, str) or not sku.strip():
+        raise InvalidInput(fields={"sku": "Must be a SKU string."})
+    product = product_get_for_stock(sku=sku.strip().upper())
+    with stock_section(skus=[product.sku]):
+        stock, _ = Stock.objects.get_or_create(product=product)
+        if expected_version is not None and stock.version != expected_version:
+            raise StaleStock(sku=product.sku, expected_version=expected_version, current_version=stock.version)
+        if set_to is not None:
+            delta = set_to - stock.on_hand
+            if delta == 0:
+                return stock
+        # The version we read pins the row, so the ledger delta is exact even for set_to.
+        guard = {"pk": stock.pk, "on_hand__gte": F("reserved") - delta, "on_hand__lte": settings.MAX_STOCK_QUANTITY - delta}
+        if set_to is not None or expected_version is not None:
+            guard["version"] = stock.version
+        if not Stock.objects.filter(**guard).update(on_hand=F("on_hand") + delta, version=F("version") + 1):
+            stock.refresh_from_db()
+            if stock.on_hand + delta > settings.MAX_STOCK_QUANTITY:
+                raise InvalidQuantity(fields={"quantity": f"On-hand stock cannot exceed {settings.MAX_STOCK_QUANTITY}."})
+            if stock.on_hand + delta < stock.reserved:
+                raise BelowReserved(sku=product.sku, on_hand=stock.on_hand, reserved=stock.reserved)
+            raise StaleStock(sku=product.sku, current_version=stock.version)
+        StockMovement.objects.create(
+            stock=stock, kind=kind, on_hand_delta=delta, reason=reason.strip()[:255], actor=actor
+        )
+        stock.refresh_from_db()
+    logger.info("stock %s of %s by %+d to %d (%s)", kind, product.sku, delta, stock.on_hand, reason)
+    return stock

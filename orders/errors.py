@@ -1,0 +1,28 @@
+from inventory.errors import DomainError
+
+
+class IdempotencyConflict(DomainError):
+    code = "idempotency_conflict"
+    default_detail = "This idempotency key was already used for a different order."
+
+
+class OrderNotPayable(DomainError):
+    code = "order_not_payable"
+    default_detail = "This order can no longer be paid."
+
+
+class OrderExpired(DomainError):
+    """Paying an expired order whose lines can no longer be reserved again."""
+
+    code = "order_expired"
+    default_detail = "The reservation expired and the stock is no longer available."
+
+
+class PaymentDeclined(DomainError):
+    code = "payment_declined"
+    default_detail = "The payment was declined; the reserved stock was released."
+
+
+class OrderNotCancellable(DomainError):
+    code = "order_not_cancellable"
+    default_detail = "A paid order cannot be cancelled."

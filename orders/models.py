@@ -1,0 +1,78 @@
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from shop.basemodels import BaseModel
+
+# No 0/O/1/I: numbers get read out over the phone.
+_NUMBER_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+
+
+def new_order_number() -> str:
+    return "".join(secrets.choice(_NUMBER_ALPHABET) for _ in range(10))
+
+
+class Order(BaseModel):
+    class Status(models.TextChoices):
+        AWAITING_PAYMENT = "awaiting_payment", "Awaiting payment"
+        PAID = "paid", "Paid"
+        CANCELLED = "cancelled", "Cancelled"
+        EXPIRED = "expired", "Expired"
+        PAYMENT_FAILED = "payment_failed", "Payment failed"
+
+    number = models.CharField(max_length=16, unique=True, default=new_order_number, editable=False)
+    customer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="orders"
+    )
+    email = models.EmailField(blank=True)
+    status = models.CharField(
+        max_length=20, choices=Status.choices, default=Status.AWAITING_PAYMENT, db_index=True
+    )
+    expires_at = models.DateTimeField(db_index=True)
+    idempotency_key = models.CharField(max_length=64)
+    # Hash of the normalised lines: a replay with the same key must carry the same request.
+    request_fingerprint = models.CharField(max_length=64, editable=False)
+    paid_at = models.DateTimeField(null=True, blank=True)
+    payment_reference = models.CharField(max_length=64, blank=True)
+
+    class Meta(BaseModel.Meta):
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["customer", "idempotency_key"], name="order_idempotency_key_per_customer"),
+            models.CheckConstraint(condition=~Q(idempotency_key=""), name="order_idempotency_key_present"),
+        ]
+
+    def __str__(self):
+        return self.number
+
+    @property
+    def total(self):
+        return sum((line.line_total for line in self.lines.all()), start=0)
+
+    @property
+    def skus(self) -> list[str]:
+        return sorted(line.product.sku for line in self.lines.select_related("product"))
+
+
+class OrderLine(BaseModel):
+    order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="lines")
+    product = models.ForeignKey("shop.Product", on_delete=models.PROTECT, related_name="+")
+    quantity = models.PositiveIntegerField()
+    # Snapshot: a later price change must not change what the customer agreed to pay.
+    unit_price = models.DecimalField(max_digits=12, decimal_places=2)
+
+    class Meta(BaseModel.Meta):
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["order", "product"], name="order_line_one_per_product"),
+            models.CheckConstraint(condition=Q(quantity__gt=0), name="order_line_quantity_positive"),
+        ]
+
+    def __str__(self):
+        return f"{self.quantity} x {self.product_id}"
+
+    @property
+    def line_total(self):
+        return self.unit_price * self.quantity
