@@ -1,0 +1,37 @@
+"""Run a function in several real OS processes at once against the shared MariaDB and Redis.
+
+Processes are forked after Django is set up (so they use the test database); each child drops the
+inherited connections first. A barrier makes them start together.
+"""
+
+import multiprocessing
+
+from django.db import connections
+
+_ctx = multiprocessing.get_context("fork")
+_barrier = None
+
+
+def _init(barrier):
+    global _barrier
+    _barrier = barrier
+    connections.close_all()
+
+
+def _call(job):
+    func, kwargs = job
+    return func(**kwargs)
+
+
+def run_parallel(func, jobs: list[dict], *, processes: int, barrier: bool = False, timeout: float = 300):
+    """Call ``func(**job)`` for each job across ``processes`` workers; return the results in job order."""
+    connections.close_all()
+    start = _ctx.Barrier(processes) if barrier else None
+    with _ctx.Pool(processes, initializer=_init, initargs=(start,)) as pool:
+        result = pool.map_async(_call, [(func, job) for job in jobs], chunksize=1)
+        return result.get(timeout)
+
+
+def wait_for_peers():
+    """Inside a worker started with ``barrier=True``: block until every worker is here."""
+    _barrier.wait(timeout=60)

@@ -1,0 +1,60 @@
+import time
+
+import pytest
+
+from inventory.errors import ProductUnavailable
+from orders.services import order_place
+from shop.models import Product
+from tests.conftest import stock_of
+from inventory.services import stock_restock
+
+pytestmark = pytest.mark.django_db
+
+
+def test_deleted_product_vanishes_from_default_queryset_and_restore_brings_it_back(make_product):
+    product = make_product(sku="MUG")
+    product.delete()
+
+    assert not Product.objects.filter(sku="MUG").exists()
+    assert Product.all_objects.get(sku="MUG").is_deleted
+    assert Product.all_objects.get(sku="MUG").deleted_at is not None
+
+    product.restore()
+    assert Product.objects.get(sku="MUG").deleted_at is None
+
+
+def test_bulk_delete_is_soft_and_hard_delete_is_explicit(make_product):
+    make_product(sku="A1")
+    make_product(sku="A2")
+    Product.objects.filter(sku__in=["A1", "A2"]).delete()
+    assert Product.objects.count() == 0
+    assert Product.all_objects.filter(is_deleted=True).count() == 2
+
+    Product.all_objects.filter(sku="A1").restore()
+    assert list(Product.objects.values_list("sku", flat=True)) == ["A1"]
+
+    unsold = Product.objects.create(sku="GONE", name="Gone", price="1.00")
+    unsold.hard_delete()
+    assert not Product.all_objects.filter(sku="GONE").exists()
+
+
+def test_deleted_product_cannot_be_ordered(make_product, customer):
+    product = make_product(sku="TEE", stock=5)
+    product.delete()
+    with pytest.raises(ProductUnavailable) as error:
+        order_place(customer=customer, items=[{"sku": "TEE", "quantity": 1}], idempotency_key="k1")
+    assert error.value.code == "product_unavailable"
+    assert stock_of(product).reserved == 0
+
+
+def test_updated_at_moves_on_every_service_update(make_product, customer):
+    product = make_product(sku="CAP", stock=5)
+    before = stock_of(product).updated_at
+    time.sleep(0.01)
+    stock_restock(sku="CAP", quantity=1, reason="delivery")
+    after_restock = stock_of(product).updated_at
+    assert after_restock > before
+
+    time.sleep(0.01)
+    order_place(customer=customer, items=[{"sku": "CAP", "quantity": 1}], idempotency_key="k2")
+    assert stock_of(product).updated_at > after_restock
