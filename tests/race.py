@@ -35,3 +35,17 @@ def run_parallel(func, jobs: list[dict], *, processes: int, barrier: bool = Fals
 def wait_for_peers():
     """Inside a worker started with ``barrier=True``: block until every worker is here."""
     _barrier.wait(timeout=60)
+
+
+def run_process(func, **kwargs) -> int:
+    """Run ``func(**kwargs)`` in one forked process to completion; return its exit code."""
+    connections.close_all()
+    process = _ctx.Process(target=_init_and_call, args=(func, kwargs))
+    process.start()
+    process.join(60)
+    return process.exitcode
+
+
+def _init_and_call(func, kwargs):
+    connections.close_all()
+    func(**kwargs)
