@@ -126,8 +126,9 @@ RESERVATION_TTL_SECONDS = env.int("RESERVATION_TTL_SECONDS", default=900)
 LOCK_TTL_SECONDS = env.float("LOCK_TTL_SECONDS", default=10.0)
 # How long a caller waits for a busy SKU before giving up with `lock_timeout`.
 LOCK_WAIT_SECONDS = env.float("LOCK_WAIT_SECONDS", default=5.0)
-# redis-py polls a busy lock; its 0.1 s default adds up to 100 ms per wait (bench/lock_poll.py).
-LOCK_POLL_SECONDS = env.float("LOCK_POLL_SECONDS", default=0.002)
+# A release wakes the next waiter at once; this poll only catches locks that expired unreleased
+# (a crashed holder). Polling as the main wait costs latency and CPU: see bench/lock_wait.py.
+LOCK_POLL_SECONDS = env.float("LOCK_POLL_SECONDS", default=0.05)
 # Waits longer than this are logged so operators see hot SKUs.
 LOCK_WAIT_LOG_SECONDS = env.float("LOCK_WAIT_LOG_SECONDS", default=0.5)
 

@@ -34,18 +34,17 @@ def test_locks_hold_a_key_per_sku_with_a_ttl_and_free_it_afterwards():
 
 
 def test_several_skus_are_taken_in_sorted_order(monkeypatch):
-    cache = caches[settings.LOCK_CACHE_ALIAS]
     taken = []
-    original = type(cache).lock
+    original = locks.WakeUpLock.do_acquire
 
-    def recording_lock(self, key, **kwargs):
-        taken.append(key)
-        return original(self, key, **kwargs)
+    def recording_acquire(self, token):
+        taken.append(self.name)
+        return original(self, token)
 
-    monkeypatch.setattr(type(cache), "lock", recording_lock)
+    monkeypatch.setattr(locks.WakeUpLock, "do_acquire", recording_acquire)
     with locks.sku_locks(["TEE", "CAP", "MUG", "CAP"]):
         pass
-    assert taken == [locks.lock_key(s) for s in ("CAP", "MUG", "TEE")]
+    assert taken == [full_key(s) for s in ("CAP", "MUG", "TEE")]
 
 
 @override_settings(LOCK_WAIT_SECONDS=0.3)

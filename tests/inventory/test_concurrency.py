@@ -1,0 +1,195 @@
+"""Oversell tests with real processes on real MariaDB + Redis. They count units; any oversell fails."""
+
+import logging
+import random
+import time
+
+import pytest
+from django.db import connection, transaction
+from django.test import override_settings
+
+import inventory.services
+import orders.services
+from inventory.errors import DomainError, InsufficientStock
+from inventory.locks import sku_locks
+from inventory.models import Stock
+from orders.models import Order
+from orders.services import order_place
+from tests.conftest import assert_books_balance, stock_of
+from tests.race import run_parallel, wait_for_peers
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _place(items, key):
+    """One buyer: returns what happened, never raises (the parent counts outcomes)."""
+    try:
+        order = order_place(email=f"{key}@example.com", items=items, idempotency_key=key)
+        return {"outcome": "placed", "number": order.number}
+    except InsufficientStock as exc:
+        return {"outcome": "insufficient_stock", "shortages": exc.payload["shortages"]}
+    except DomainError as exc:
+        return {"outcome": exc.code}
+    except Exception as exc:  # a deadlock or any crash must show up in the counts, not kill the pool
+        return {"outcome": f"{type(exc).__name__}: {exc}"}
+
+
+def test_500_buyers_from_16_processes_never_oversell_one_sku(make_product):
+    mug = make_product(sku="MUG", stock=100)
+    rng = random.Random(2)
+    jobs = [{"items": [{"sku": "MUG", "quantity": rng.randint(1, 3)}], "key": f"buyer-{i}"} for i in range(500)]
+
+    results = run_parallel(_place, jobs, processes=16)
+
+    outcomes = [r["outcome"] for r in results]
+    assert set(outcomes) <= {"placed", "insufficient_stock"}, set(outcomes)
+    sold = sum(job["items"][0]["quantity"] for job, r in zip(jobs, results) if r["outcome"] == "placed")
+    refused = [job["items"][0]["quantity"] for job, r in zip(jobs, results) if r["outcome"] != "placed"]
+    stock = stock_of(mug)
+    assert stock.reserved == sold <= 100
+    assert Order.objects.count() == outcomes.count("placed")
+    # Nobody was refused while their units were there: each refusal saw fewer than it asked for...
+    for r in results:
+        for shortage in r.get("shortages", []):
+            assert shortage["available"] < shortage["requested"]
+    # ...and what is left cannot serve even the smallest refused order.
+    assert refused and stock.available < min(refused)
+    assert_books_balance(mug)
+
+
+def test_orders_over_three_skus_in_random_order_neither_deadlock_nor_time_out(make_product):
+    products = [make_product(sku=f"SKU-{n}", stock=150) for n in range(5)]
+    rng = random.Random(3)
+    jobs = []
+    for i in range(300):
+        picked = rng.sample([p.sku for p in products], 3)  # random order on purpose
+        jobs.append({"items": [{"sku": sku, "quantity": rng.randint(1, 3)} for sku in picked], "key": f"multi-{i}"})
+
+    results = run_parallel(_place, jobs, processes=16)
+
+    outcomes = [r["outcome"] for r in results]
+    assert set(outcomes) <= {"placed", "insufficient_stock"}, set(outcomes)
+    for product in products:
+        wanted = sum(
+            line["quantity"]
+            for job, r in zip(jobs, results)
+            if r["outcome"] == "placed"
+            for line in job["items"]
+            if line["sku"] == product.sku
+        )
+        assert stock_of(product).reserved == wanted <= 150
+    assert_books_balance(*products)
+
+
+def _reserve_with_a_stall(stall_seconds):
+    """Read the stock under the lock, then stall past the lock's TTL before the guarded UPDATE."""
+    read_stocks = inventory.services._stocks_by_product
+
+    def slow_read(product_ids):
+        stocks = read_stocks(product_ids)
+        wait_for_peers()  # the rival starts now, while we hold a lock that is about to expire
+        time.sleep(stall_seconds)
+        return stocks
+
+    inventory.services._stocks_by_product = slow_read
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logging.getLogger("inventory.locks").addHandler(handler)
+    with override_settings(LOCK_TTL_SECONDS=0.5):
+        result = _place([{"sku": "MUG", "quantity": 5}], "stalled")
+    result["log"] = [r.getMessage() for r in records]
+    return result
+
+
+def _reserve_after_peer():
+    wait_for_peers()
+    time.sleep(0.7)  # past the stalled holder's TTL
+    return _place([{"sku": "MUG", "quantity": 5}], "rival")
+
+
+def _run(func, **kwargs):
+    return func(**kwargs)
+
+
+def test_a_holder_whose_lock_expires_mid_section_still_cannot_oversell(make_product):
+    mug = make_product(sku="MUG", stock=5)
+
+    stalled, rival = run_parallel(
+        _run,
+        [{"func": _reserve_with_a_stall, "stall_seconds": 1.5}, {"func": _reserve_after_peer}],
+        processes=2,
+        barrier=True,
+    )
+
+    assert rival["outcome"] == "placed"  # it got the expired lock and the stock
+    assert stalled["outcome"] == "insufficient_stock"  # the SQL guard refused the stale holder
+    assert any("lock overrun" in line for line in stalled["log"])
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (5, 5)
+    assert_books_balance(mug)
+
+
+# --- Seed 000's sell3, reproduced beside the service ------------------------------------------
+
+SEED_TABLE = "seed_sell3_inventory"
+
+
+def _sell3_buy(quantity, pause):
+    """sell3's structure: the Redis lock is taken and released *inside* the open transaction."""
+    wait_for_peers()
+    with transaction.atomic():
+        with sku_locks(["SEED-GOODS"]):
+            with connection.cursor() as cursor:
+                cursor.execute(f"SELECT stocks FROM {SEED_TABLE} WHERE goods_id = 1")
+                (stocks,) = cursor.fetchone()
+                if stocks < quantity:
+                    return False
+                cursor.execute(f"UPDATE {SEED_TABLE} SET stocks = stocks - %s WHERE goods_id = 1", [quantity])
+        time.sleep(pause)  # lock released, commit not yet done: the window sell3 leaves open
+    return True
+
+
+def _service_buy(key, quantity, pause):
+    """The service, given the same pause at the same point (after the update, before the commit)."""
+    reserve = orders.services.stock_reserve
+
+    def reserve_then_pause(**kwargs):
+        reservations = reserve(**kwargs)
+        time.sleep(pause)  # still inside the lock: rivals wait instead of reading stale rows
+        return reservations
+
+    orders.services.stock_reserve = reserve_then_pause
+    wait_for_peers()
+    return _place([{"sku": "MUG", "quantity": quantity}], key)["outcome"] == "placed"
+
+
+@pytest.fixture
+def seed_table(transactional_db):
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE TABLE {SEED_TABLE} (goods_id INT PRIMARY KEY, stocks INT NOT NULL) ENGINE=InnoDB")
+        cursor.execute(f"INSERT INTO {SEED_TABLE} VALUES (1, 3)")
+    yield
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE {SEED_TABLE}")
+
+
+def test_seed_sell3_oversells_on_mariadb_while_the_service_does_not(seed_table, make_product):
+    buyers, stock, pause = 6, 3, 0.3
+
+    seed_sales = run_parallel(_sell3_buy, [{"quantity": 1, "pause": pause}] * buyers, processes=buyers, barrier=True)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT stocks FROM {SEED_TABLE} WHERE goods_id = 1")
+        (seed_left,) = cursor.fetchone()
+
+    mug = make_product(sku="MUG", stock=stock)
+    service_sales = run_parallel(
+        _service_buy,
+        [{"key": f"b{i}", "quantity": 1, "pause": pause} for i in range(buyers)],
+        processes=buyers,
+        barrier=True,
+    )
+
+    assert sum(seed_sales) > stock and seed_left < 0, "sell3 should have oversold"
+    assert sum(service_sales) == stock
+    assert stock_of(mug).available == 0 and Stock.objects.get(product=mug).reserved == stock
+    assert_books_balance(mug)
