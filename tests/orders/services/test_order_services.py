@@ -1,0 +1,180 @@
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from inventory.errors import InvalidInput
+from inventory.models import Reservation, StockMovement
+from orders.errors import IdempotencyConflict, OrderExpired, OrderNotCancellable, OrderNotPayable, PaymentDeclined
+from orders.models import Order
+from orders.services import order_cancel, order_expire, order_fail_payment, order_pay, order_place
+from tests.conftest import assert_books_balance, stock_of
+
+pytestmark = pytest.mark.django_db
+
+
+def place(customer, key="k", **quantities):
+    items = [{"sku": sku, "quantity": q} for sku, q in quantities.items()]
+    return order_place(customer=customer, items=items, idempotency_key=key)
+
+
+def overdue(order):
+    Order.objects.filter(pk=order.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    order.refresh_from_db()
+    return order
+
+
+def test_place_snapshots_prices_and_sets_the_expiry(make_product, customer, settings):
+    settings.RESERVATION_TTL_SECONDS = 600
+    mug = make_product(sku="MUG", stock=10, price="4.50")
+    before = timezone.now()
+    order = place(customer, MUG=2)
+
+    assert order.status == Order.Status.AWAITING_PAYMENT
+    assert before + timedelta(seconds=599) < order.expires_at <= timezone.now() + timedelta(seconds=600)
+    assert str(order.total) == "9.00"
+    mug.price = "99.00"
+    mug.save()
+    assert str(Order.objects.get(pk=order.pk).total) == "9.00"
+    assert len(order.number) == 10
+
+
+def test_a_replay_with_the_same_key_returns_the_same_order(make_product, customer):
+    mug = make_product(sku="MUG", stock=10)
+    first = place(customer, "same", MUG=2)
+    again = order_place(customer=customer, items=[{"sku": "mug", "quantity": 2}], idempotency_key="same")
+
+    assert again.pk == first.pk
+    assert stock_of(mug).reserved == 2
+    assert Order.objects.count() == 1
+
+
+def test_the_same_key_with_a_different_body_is_a_conflict(make_product, customer):
+    mug = make_product(sku="MUG", stock=10)
+    place(customer, "same", MUG=2)
+    with pytest.raises(IdempotencyConflict) as error:
+        place(customer, "same", MUG=3)
+    assert error.value.code == "idempotency_conflict"
+    assert stock_of(mug).reserved == 2
+
+
+def test_keys_are_per_customer(make_product, customer, django_user_model):
+    make_product(sku="MUG", stock=10)
+    bob = django_user_model.objects.create_user(username="bob", password="pw-bob-123")
+    assert place(customer, "same", MUG=1).pk != place(bob, "same", MUG=1).pk
+
+
+@pytest.mark.parametrize("key", ["", "   ", "x" * 65, None, 5])
+def test_a_missing_or_malformed_key_is_refused(make_product, customer, key):
+    mug = make_product(sku="MUG", stock=10)
+    with pytest.raises(InvalidInput):
+        order_place(customer=customer, items=[{"sku": "MUG", "quantity": 1}], idempotency_key=key)
+    assert stock_of(mug).reserved == 0
+
+
+def test_pay_commits_the_reservation_and_paying_again_is_idempotent(make_product, customer):
+    mug = make_product(sku="MUG", stock=10)
+    order = place(customer, MUG=3)
+
+    paid = order_pay(order=order)
+    again = order_pay(order=order)
+
+    assert paid.status == again.status == Order.Status.PAID
+    assert paid.payment_reference == again.payment_reference != ""
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (7, 0)
+    assert StockMovement.objects.filter(order=order, kind="commit").count() == 1
+    assert_books_balance(mug)
+
+
+def test_a_declined_payment_fails_the_order_and_releases_its_stock(make_product, customer):
+    mug = make_product(sku="MUG", stock=10)
+    order = place(customer, MUG=3)
+
+    with pytest.raises(PaymentDeclined) as error:
+        order_pay(order=order, payment_token="decline")
+
+    assert error.value.code == "payment_declined"
+    order.refresh_from_db()
+    assert order.status == Order.Status.PAYMENT_FAILED
+    assert Reservation.objects.get(order_line__order=order).release_reason == "payment_failed"
+    assert stock_of(mug).available == 10
+    with pytest.raises(OrderNotPayable):
+        order_pay(order=order)
+    assert_books_balance(mug)
+
+
+def test_paying_an_expired_order_reserves_again_when_stock_allows(make_product, customer):
+    mug = make_product(sku="MUG", stock=5)
+    order = overdue(place(customer, MUG=3))
+    assert order_expire(order=order) is True
+    assert stock_of(mug).reserved == 0
+
+    paid = order_pay(order=order)
+
+    assert paid.status == Order.Status.PAID
+    assert paid.expires_at > timezone.now()
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (2, 0)
+    states = sorted(Reservation.objects.filter(order_line__order=order).values_list("state", flat=True))
+    assert states == ["committed", "released"]
+    assert_books_balance(mug)
+
+
+def test_paying_an_expired_order_is_refused_when_its_stock_is_gone(make_product, customer, django_user_model):
+    mug = make_product(sku="MUG", stock=5)
+    order = overdue(place(customer, MUG=3))
+    order_expire(order=order)
+    bob = django_user_model.objects.create_user(username="bob", password="pw-bob-123")
+    place(bob, "bob", MUG=4)
+
+    with pytest.raises(OrderExpired) as error:
+        order_pay(order=order)
+
+    assert error.value.code == "order_expired"
+    assert error.value.payload["shortages"] == [{"sku": "MUG", "requested": 3, "available": 1}]
+    order.refresh_from_db()
+    assert order.status == Order.Status.EXPIRED
+    assert stock_of(mug).reserved == 4
+    assert_books_balance(mug)
+
+
+def test_expire_only_touches_overdue_unpaid_orders(make_product, customer):
+    mug = make_product(sku="MUG", stock=10)
+    fresh = place(customer, "a", MUG=1)
+    paid = overdue(order_pay(order=place(customer, "b", MUG=1)))
+
+    assert order_expire(order=fresh) is False
+    assert order_expire(order=paid) is False
+    late = overdue(place(customer, "c", MUG=2))
+    assert order_expire(order=late) is True
+    assert order_expire(order=late) is False  # twice releases nothing twice
+    assert StockMovement.objects.filter(order=late, kind="release").count() == 1
+    assert stock_of(mug).reserved == 1
+    assert_books_balance(mug)
+
+
+def test_cancel_releases_stock_and_refuses_paid_orders(make_product, customer):
+    mug = make_product(sku="MUG", stock=10)
+    order = place(customer, "a", MUG=4)
+    cancelled = order_cancel(order=order)
+    assert order_cancel(order=order).status == cancelled.status == Order.Status.CANCELLED
+    assert StockMovement.objects.filter(order=order, kind="release").count() == 1
+    with pytest.raises(OrderNotPayable):
+        order_pay(order=order)
+
+    paid = order_pay(order=place(customer, "b", MUG=1))
+    with pytest.raises(OrderNotCancellable) as error:
+        order_cancel(order=paid)
+    assert error.value.code == "order_not_cancellable"
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (9, 0)
+    assert_books_balance(mug)
+
+
+def test_fail_payment_releases_once_and_never_touches_a_paid_order(make_product, customer):
+    mug = make_product(sku="MUG", stock=10)
+    order = place(customer, "a", MUG=2)
+    assert order_fail_payment(order=order) is True
+    assert order_fail_payment(order=order) is False
+    paid = order_pay(order=place(customer, "b", MUG=1))
+    assert order_fail_payment(order=paid) is False
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (9, 0)
+    assert_books_balance(mug)
