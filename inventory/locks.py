@@ -2,9 +2,7 @@
 
 A lock per SKU on redis-py's ``Lock`` over the django-redis connection of the ``locks`` cache alias:
 ``SET NX PX`` with a random owner token, released by a Lua compare-and-delete, so a holder can never
-delete another holder's lock. redis-py waits by polling (0.1 s sleeps by default); our subclass
-instead lets a release wake the longest waiter at once (``BLPOP`` on a wake-up list), which costs
-neither latency nor CPU while waiting (``bench/lock_wait.py`` measures both designs).
+delete another holder's lock. Waiters queue first come first served (``QueuedLock``) instead of polling.
 Several SKUs are taken in sorted order so two orders over the same SKUs cannot deadlock. The TTL frees
 the SKU if the holder dies; the bounded wait raises ``LockTimeout`` instead of hanging.
 
@@ -13,6 +11,7 @@ guards: every change is a conditional UPDATE under CHECK constraints.
 """
 
 import logging
+import os
 import threading
 import time
 import uuid
@@ -36,54 +35,118 @@ def lock_key(sku: str) -> str:
     return f"stock-lock:{sku}"
 
 
-class WakeUpLock(Lock):
-    """redis-py's ``Lock`` whose release wakes one blocked waiter instead of everyone polling.
+class QueuedLock(Lock):
+    """redis-py's ``Lock``, first come first served: a release hands the lock to the longest waiter.
 
-    Release deletes the key only if our token still holds it (compare-and-delete, as redis-py does)
-    and pushes a token onto ``<key>:wake``. Waiters block on that list with ``BLPOP``; Redis serves
-    the longest-blocked client first. The poll interval remains as a fallback for a lock that was
-    not released but expired (a crashed holder).
+    Plain redis-py waiters poll (0.1 s sleeps by default): each wait costs up to a poll of latency,
+    every poll costs CPU, and a newcomer that arrives just after a release barges past waiters
+    that are asleep, so under a flash sale some buyers starve into ``lock_timeout``. Here a waiter
+    queues its token in ``<key>:queue`` and blocks on its own wake-up list; the release script gives
+    the key to the head of the queue (same compare-and-delete ownership check as redis-py) and wakes
+    it. A queue entry carries its deadline in Redis server time, so waiters that gave up or died are
+    skipped. The poll remains only as a fallback for a lock that expired unreleased (a crashed holder).
+    ``bench/lock_wait.py`` measures this against polling.
     """
 
-    lua_release = None  # registered per class; redis-py would otherwise reuse its parent's script
-    LUA_RELEASE_SCRIPT = """
-        local token = redis.call('get', KEYS[1])
-        if not token or token ~= ARGV[1] then
+    lua_acquire = lua_release = None  # registered per class, not inherited from redis-py's Lock
+
+    _NOW_MS = "local t = redis.call('time') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)"
+
+    # KEYS: lock, queue. ARGV: token, ttl_ms, wait_ms, our queue entry ('' before we queue).
+    # Returns {1, entry} once we hold the lock, {0, entry} while we wait in the queue.
+    LUA_ACQUIRE_SCRIPT = _NOW_MS + """
+        local holder = redis.call('get', KEYS[1])
+        if holder == ARGV[1] then
+            return {1, ARGV[4]}
+        end
+        while true do
+            local head = redis.call('lindex', KEYS[2], 0)
+            if not head or tonumber(string.match(head, '^(%d+):')) >= now then break end
+            redis.call('lpop', KEYS[2])
+        end
+        local entry = ARGV[4]
+        local head = redis.call('lindex', KEYS[2], 0)
+        if not holder and (not head or head == entry) then
+            if head then redis.call('lpop', KEYS[2]) end
+            redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+            return {1, entry}
+        end
+        if entry == '' then
+            entry = (now + tonumber(ARGV[3])) .. ':' .. ARGV[1]
+            redis.call('rpush', KEYS[2], entry)
+            redis.call('pexpire', KEYS[2], tonumber(ARGV[3]) + tonumber(ARGV[2]))
+        end
+        return {0, entry}
+    """
+
+    # KEYS: lock, queue. ARGV: token, ttl_ms. Returns 0 if the lock is no longer ours.
+    LUA_RELEASE_SCRIPT = _NOW_MS + """
+        if redis.call('get', KEYS[1]) ~= ARGV[1] then
             return 0
         end
-        redis.call('del', KEYS[1])
-        redis.call('del', KEYS[2])
-        redis.call('rpush', KEYS[2], 1)
-        redis.call('pexpire', KEYS[2], ARGV[2])
-        return 1
+        while true do
+            local entry = redis.call('lpop', KEYS[2])
+            if not entry then
+                redis.call('del', KEYS[1])
+                return 1
+            end
+            local deadline, waiter = string.match(entry, '^(%d+):(.+)$')
+            if tonumber(deadline) >= now then
+                redis.call('set', KEYS[1], waiter, 'PX', ARGV[2])
+                local wake = KEYS[1] .. ':wake:' .. waiter
+                redis.call('rpush', wake, 1)
+                redis.call('pexpire', wake, ARGV[2])
+                return 1
+            end
+        end
     """
 
+    def register_scripts(self) -> None:
+        cls = type(self)
+        if cls.lua_acquire is None:
+            cls.lua_acquire = self.redis.register_script(cls.LUA_ACQUIRE_SCRIPT)
+        super().register_scripts()
+
     @property
-    def wake_key(self) -> str:
-        return f"{self.name}:wake"
+    def _ttl_ms(self) -> int:
+        return int(self.timeout * 1000)
 
     def acquire(self, sleep=None, blocking=None, blocking_timeout=None, token=None) -> bool:
-        token = token or uuid.uuid4().hex
+        token = (token or uuid.uuid4().hex).encode() if not isinstance(token, bytes) else token
         blocking = self.blocking if blocking is None else blocking
-        timeout = self.blocking_timeout if blocking_timeout is None else blocking_timeout
-        deadline = time.monotonic() + timeout
+        wait = (self.blocking_timeout if blocking_timeout is None else blocking_timeout) if blocking else 0
+        poll = sleep or self.sleep
+        queue = f"{self.name}:queue"
+        wake = f"{self.name}:wake:{token.decode()}"
+        deadline = time.monotonic() + wait
+        entry = b""
         while True:
-            if super().acquire(blocking=False, token=token):
-                return True
+            got, entry = self.lua_acquire(
+                keys=[self.name, queue], args=[token, self._ttl_ms, int(wait * 1000), entry], client=self.redis
+            )
             remaining = deadline - time.monotonic()
-            if not blocking or remaining <= 0:
-                return False
-            self.redis.blpop([self.wake_key], timeout=min(sleep or self.sleep, remaining))
+            if got or remaining <= 0:
+                break
+            self.redis.blpop([wake], timeout=min(poll, remaining))
+        if not got and entry:
+            # Leave the queue. If a release handed us the lock meanwhile, it is ours after all.
+            self.redis.lrem(queue, 1, entry)
+            got = self.redis.get(self.name) == token
+        self.redis.delete(wake)
+        if got:
+            self.local.token = token
+        return bool(got)
 
     def do_release(self, expected_token) -> None:
-        wake_ttl_ms = max(int(self.sleep * 1000), 1)
-        if not self.lua_release(keys=[self.name, self.wake_key], args=[expected_token, wake_ttl_ms], client=self.redis):
+        if not self.lua_release(keys=[self.name, f"{self.name}:queue"], args=[expected_token, self._ttl_ms], client=self.redis):
             raise LockNotOwnedError("Cannot release a lock that's no longer owned", lock_name=self.name)
 
 
 def held_skus() -> frozenset[str]:
-    """SKUs whose locks this thread holds right now."""
-    return frozenset(getattr(_held, "skus", ()))
+    """SKUs whose locks this thread holds right now (a forked child holds none of its parent's)."""
+    if getattr(_held, "pid", None) != os.getpid():
+        return frozenset()
+    return frozenset(_held.skus)
 
 
 @contextmanager
@@ -98,7 +161,7 @@ def sku_locks(skus: Iterable[str]) -> Iterator[None]:
     wanted = sorted(set(skus))
     client = caches[settings.LOCK_CACHE_ALIAS].client
     acquired: list[tuple[str, Lock]] = []
-    _held.skus = set()
+    _held.skus, _held.pid = set(), os.getpid()
     try:
         for sku in wanted:
             started = time.monotonic()
@@ -108,7 +171,7 @@ def sku_locks(skus: Iterable[str]) -> Iterator[None]:
                     timeout=settings.LOCK_TTL_SECONDS,
                     sleep=settings.LOCK_POLL_SECONDS,
                     blocking_timeout=settings.LOCK_WAIT_SECONDS,
-                    lock_class=WakeUpLock,
+                    lock_class=QueuedLock,
                 )
                 got = lock.acquire()
             except redis.RedisError as exc:

@@ -1,5 +1,6 @@
 import logging
 import os
+import threading
 import time
 
 import pytest
@@ -9,7 +10,7 @@ from django.test import override_settings
 
 from inventory import locks
 from inventory.errors import LockTimeout, LockUnavailable
-from tests.race import run_process
+from tests.race import run_parallel, run_process
 
 
 def redis_client():
@@ -35,13 +36,13 @@ def test_locks_hold_a_key_per_sku_with_a_ttl_and_free_it_afterwards():
 
 def test_several_skus_are_taken_in_sorted_order(monkeypatch):
     taken = []
-    original = locks.WakeUpLock.do_acquire
+    original = locks.QueuedLock.acquire
 
-    def recording_acquire(self, token):
+    def recording_acquire(self, **kwargs):
         taken.append(self.name)
-        return original(self, token)
+        return original(self, **kwargs)
 
-    monkeypatch.setattr(locks.WakeUpLock, "do_acquire", recording_acquire)
+    monkeypatch.setattr(locks.QueuedLock, "acquire", recording_acquire)
     with locks.sku_locks(["TEE", "CAP", "MUG", "CAP"]):
         pass
     assert taken == [full_key(s) for s in ("CAP", "MUG", "TEE")]
@@ -109,3 +110,40 @@ def test_an_unreachable_redis_raises_instead_of_running_unlocked():
             with locks.sku_locks(["MUG"]):
                 pytest.fail("must not run without the lock")
     assert error.value.code == "lock_unavailable"
+
+
+def _queue_up(index, delay):
+    time.sleep(delay)
+    with locks.sku_locks(["MUG"]):
+        redis_client().rpush("test:served", index)
+        time.sleep(0.02)
+
+
+def test_waiters_are_served_first_come_first_served():
+    """A released lock goes to the longest waiter; later arrivals cannot barge past the queue."""
+    redis_client().delete("test:served")
+    with locks.sku_locks(["MUG"]):
+        jobs = [{"index": i, "delay": 0.15 * i} for i in range(4)]
+        runner = threading.Thread(target=run_parallel, args=(_queue_up, jobs), kwargs={"processes": 4})
+        runner.start()
+        time.sleep(0.8)  # all four are queued behind us, in index order
+    runner.join(30)
+    assert [int(i) for i in redis_client().lrange("test:served", 0, -1)] == [0, 1, 2, 3]
+    redis_client().delete("test:served")
+
+
+def test_a_waiter_that_gave_up_leaves_the_queue():
+    with override_settings(LOCK_WAIT_SECONDS=0.2):
+        with locks.sku_locks(["MUG"]):
+            assert run_process(_try_briefly, sku="MUG") == 0
+            assert redis_client().llen(full_key("MUG") + ":queue") == 0
+    with locks.sku_locks(["MUG"]):  # free again, straight away
+        pass
+
+
+def _try_briefly(sku):
+    try:
+        with locks.sku_locks([sku]):
+            os._exit(1)  # must not get the lock while the parent holds it
+    except LockTimeout:
+        os._exit(0)
