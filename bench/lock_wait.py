@@ -52,7 +52,9 @@ def run(lock_class, sleep, workers, rounds, hold):
     ctx = multiprocessing.get_context("fork")
     key = f"bench-lock:{uuid.uuid4().hex}"
     start, out = ctx.Barrier(workers + 1), ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(lock_class, sleep, key, rounds, hold, start, out)) for _ in range(workers)]
+    procs = [
+        ctx.Process(target=_worker, args=(lock_class, sleep, key, rounds, hold, start, out)) for _ in range(workers)
+    ]
     for p in procs:
         p.start()
     start.wait()
@@ -81,7 +83,9 @@ def main():
     print("| workers | design | acquisitions/s | vs ours | wait p50 ms | wait p99 ms | max wait ms | client CPU s |")
     print("|---|---|---|---|---|---|---|---|")
     for workers in args.workers:
-        rows = {name: run(cls, sleep, workers, args.rounds, args.hold_ms / 1000) for name, (cls, sleep) in DESIGNS.items()}
+        rows = {
+            name: run(cls, sleep, workers, args.rounds, args.hold_ms / 1000) for name, (cls, sleep) in DESIGNS.items()
+        }
         ours = rows["queued hand-off (ours)"]["throughput"]
         for name, r in rows.items():
             print(

@@ -76,7 +76,9 @@ TEMPLATES = [
 
 DATABASE_MODE = "mysql" if env("DATABASE_URL", default="").startswith("mysql") else "sqlite"
 DATABASES = {
-    "default": env.db("DATABASE_URL", default=f"sqlite:///{env('SQLITE_PATH', default=str(BASE_DIR / 'var' / 'db.sqlite3'))}"),
+    "default": env.db(
+        "DATABASE_URL", default=f"sqlite:///{env('SQLITE_PATH', default=str(BASE_DIR / 'var' / 'db.sqlite3'))}"
+    ),
 }
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=0)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":

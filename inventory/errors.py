@@ -70,3 +70,8 @@ class LockTimeout(DomainError):
 class LockUnavailable(DomainError):
     code = "lock_unavailable"
     default_detail = "The lock service is unreachable; no stock was changed."
+
+
+class LedgerInconsistent(DomainError):
+    code = "ledger_inconsistent"
+    default_detail = "The ledger sums break a stock invariant; this needs a person, not a rebuild."

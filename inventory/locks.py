@@ -54,7 +54,9 @@ class QueuedLock(Lock):
 
     # KEYS: lock, queue. ARGV: token, ttl_ms, wait_ms, our queue entry ('' before we queue).
     # Returns {1, entry} once we hold the lock, {0, entry} while we wait in the queue.
-    LUA_ACQUIRE_SCRIPT = _NOW_MS + """
+    LUA_ACQUIRE_SCRIPT = (
+        _NOW_MS
+        + """
         local holder = redis.call('get', KEYS[1])
         if holder == ARGV[1] then
             return {1, ARGV[4]}
@@ -78,9 +80,12 @@ class QueuedLock(Lock):
         end
         return {0, entry}
     """
+    )
 
     # KEYS: lock, queue. ARGV: token, ttl_ms. Returns 0 if the lock is no longer ours.
-    LUA_RELEASE_SCRIPT = _NOW_MS + """
+    LUA_RELEASE_SCRIPT = (
+        _NOW_MS
+        + """
         if redis.call('get', KEYS[1]) ~= ARGV[1] then
             return 0
         end
@@ -100,6 +105,7 @@ class QueuedLock(Lock):
             end
         end
     """
+    )
 
     def register_scripts(self) -> None:
         cls = type(self)
@@ -138,7 +144,9 @@ class QueuedLock(Lock):
         return bool(got)
 
     def do_release(self, expected_token) -> None:
-        if not self.lua_release(keys=[self.name, f"{self.name}:queue"], args=[expected_token, self._ttl_ms], client=self.redis):
+        if not self.lua_release(
+            keys=[self.name, f"{self.name}:queue"], args=[expected_token, self._ttl_ms], client=self.redis
+        ):
             raise LockNotOwnedError("Cannot release a lock that's no longer owned", lock_name=self.name)
 
 
@@ -206,5 +214,6 @@ def _release(sku: str, lock: Lock) -> None:
         )
     except redis.RedisError as exc:
         # The TTL will free the key; the transaction has already committed or rolled back.
-        logger.error("could not release the lock on %s: %s; it expires within %.1fs", sku, exc, settings.LOCK_TTL_SECONDS)
-
+        logger.error(
+            "could not release the lock on %s: %s; it expires within %.1fs", sku, exc, settings.LOCK_TTL_SECONDS
+        )

@@ -12,13 +12,13 @@ Each change follows the same order, which is the point of the whole project:
 """
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F
+from django.db import IntegrityError, transaction
+from django.db.models import F, Sum
 
 from inventory import locks
 from inventory.errors import (
@@ -27,6 +27,7 @@ from inventory.errors import (
     InsufficientStock,
     InvalidInput,
     InvalidQuantity,
+    LedgerInconsistent,
     StaleStock,
 )
 from inventory.models import Reservation, Stock, StockMovement
@@ -182,7 +183,9 @@ def _reservations_settle(*, order, state: str, reason: str = "") -> list[Reserva
             counters = {"reserved": F("reserved") - quantity, "version": F("version") + 1}
             if committing:
                 counters["on_hand"] = F("on_hand") - quantity
-            if not Stock.objects.filter(pk=stocks[reservation.product_id].pk, reserved__gte=quantity).update(**counters):
+            if not Stock.objects.filter(pk=stocks[reservation.product_id].pk, reserved__gte=quantity).update(
+                **counters
+            ):
                 raise StockInvariantBroken(f"Stock {reservation.product_id} holds fewer than {quantity} reserved units")
             movements.append(
                 StockMovement(
@@ -261,13 +264,19 @@ def _stock_change(*, sku, kind, reason, actor, delta=None, set_to=None, expected
             if delta == 0:
                 return stock
         # The version we read pins the row, so the ledger delta is exact even for set_to.
-        guard = {"pk": stock.pk, "on_hand__gte": F("reserved") - delta, "on_hand__lte": settings.MAX_STOCK_QUANTITY - delta}
+        guard = {
+            "pk": stock.pk,
+            "on_hand__gte": F("reserved") - delta,
+            "on_hand__lte": settings.MAX_STOCK_QUANTITY - delta,
+        }
         if set_to is not None or expected_version is not None:
             guard["version"] = stock.version
         if not Stock.objects.filter(**guard).update(on_hand=F("on_hand") + delta, version=F("version") + 1):
             stock.refresh_from_db()
             if stock.on_hand + delta > settings.MAX_STOCK_QUANTITY:
-                raise InvalidQuantity(fields={"quantity": f"On-hand stock cannot exceed {settings.MAX_STOCK_QUANTITY}."})
+                raise InvalidQuantity(
+                    fields={"quantity": f"On-hand stock cannot exceed {settings.MAX_STOCK_QUANTITY}."}
+                )
             if stock.on_hand + delta < stock.reserved:
                 raise BelowReserved(sku=product.sku, on_hand=stock.on_hand, reserved=stock.reserved)
             raise StaleStock(sku=product.sku, current_version=stock.version)
@@ -276,4 +285,35 @@ def _stock_change(*, sku, kind, reason, actor, delta=None, set_to=None, expected
         )
         stock.refresh_from_db()
     logger.info("stock %s of %s by %+d to %d (%s)", kind, product.sku, delta, stock.on_hand, reason)
+    return stock
+
+
+# --- Repair -----------------------------------------------------------------------------------
+
+
+def stock_rebuild_from_ledger(*, sku: str) -> Stock:
+    """Set the counters to the ledger sums (the ledger is the record of truth), under the lock."""
+    with stock_section(skus=[sku]):
+        stock = Stock.all_objects.select_related("product").get(product__sku=sku)
+        product = stock.product
+        sums = StockMovement.objects.filter(stock=stock).aggregate(
+            on_hand=Sum("on_hand_delta"), reserved=Sum("reserved_delta")
+        )
+        on_hand, reserved = sums["on_hand"] or 0, sums["reserved"] or 0
+        if (stock.on_hand, stock.reserved) != (on_hand, reserved):
+            try:
+                Stock.all_objects.filter(pk=stock.pk).update(
+                    on_hand=on_hand, reserved=reserved, version=F("version") + 1
+                )
+            except IntegrityError as exc:
+                raise LedgerInconsistent(sku=product.sku, ledger_on_hand=on_hand, ledger_reserved=reserved) from exc
+            logger.warning(
+                "stock drift fixed on %s: on_hand %d -> %d, reserved %d -> %d (rebuilt from the ledger)",
+                product.sku,
+                stock.on_hand,
+                on_hand,
+                stock.reserved,
+                reserved,
+            )
+            stock.refresh_from_db()
     return stock

@@ -27,9 +27,7 @@ class Order(BaseModel):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="orders"
     )
     email = models.EmailField(blank=True)
-    status = models.CharField(
-        max_length=20, choices=Status.choices, default=Status.AWAITING_PAYMENT, db_index=True
-    )
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.AWAITING_PAYMENT, db_index=True)
     expires_at = models.DateTimeField(db_index=True)
     idempotency_key = models.CharField(max_length=64)
     # Hash of the normalised lines: a replay with the same key must carry the same request.

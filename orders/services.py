@@ -79,7 +79,9 @@ def order_place(*, customer=None, email: str = "", items, idempotency_key: str) 
                 expires_at=expires_at,
             )
             OrderLine.objects.bulk_create(
-                OrderLine(order=order, product=products[line.sku], quantity=line.quantity, unit_price=products[line.sku].price)
+                OrderLine(
+                    order=order, product=products[line.sku], quantity=line.quantity, unit_price=products[line.sku].price
+                )
                 for line in lines
             )
             stock_reserve(order=order, expires_at=expires_at)
@@ -127,9 +129,7 @@ def order_pay(*, order: Order, payment_token: str = "") -> Order:
 
 def _order_reserve_again(order: Order) -> None:
     expires_at = timezone.now() + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
-    if not _order_transition(
-        order, from_statuses=[Status.EXPIRED], to=Status.AWAITING_PAYMENT, expires_at=expires_at
-    ):
+    if not _order_transition(order, from_statuses=[Status.EXPIRED], to=Status.AWAITING_PAYMENT, expires_at=expires_at):
         raise OrderNotPayable(number=order.number, status=order.status)
     try:
         stock_reserve(order=order, expires_at=expires_at)
@@ -140,9 +140,9 @@ def _order_reserve_again(order: Order) -> None:
 def order_expire(*, order: Order) -> bool:
     """Expire an overdue unpaid order and release its stock. False if it was paid, cancelled or not yet due."""
     with stock_section(skus=order.skus):
-        if not Order.objects.filter(
-            pk=order.pk, status=Status.AWAITING_PAYMENT, expires_at__lte=timezone.now()
-        ).update(status=Status.EXPIRED):
+        if not Order.objects.filter(pk=order.pk, status=Status.AWAITING_PAYMENT, expires_at__lte=timezone.now()).update(
+            status=Status.EXPIRED
+        ):
             return False
         stock_release(order=order, reason=Reservation.ReleaseReason.EXPIRED)
     order.status = Status.EXPIRED

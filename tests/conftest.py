@@ -36,7 +36,9 @@ def make_product(db):
 
     def make(*, sku=None, stock=0, price="9.99", is_active=True, name=None) -> Product:
         sku = sku or f"SKU-{next(_sku_numbers):05d}"
-        product = Product.objects.create(sku=sku, name=name or f"Product {sku}", price=Decimal(price), is_active=is_active)
+        product = Product.objects.create(
+            sku=sku, name=name or f"Product {sku}", price=Decimal(price), is_active=is_active
+        )
         if stock:
             stock_restock(sku=sku, quantity=stock, reason="initial stock")
         else:

@@ -25,7 +25,12 @@ def run_shop(env: dict) -> tuple[str, int]:
     port = free_port()
     env = {**env, "PORT": str(port), "PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root")}
     proc = subprocess.Popen(
-        ["bash", "bin/run"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        ["bash", "bin/run"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         start_new_session=True,
     )
     output = []

@@ -43,8 +43,8 @@ def test_500_buyers_from_16_processes_never_oversell_one_sku(make_product):
 
     outcomes = [r["outcome"] for r in results]
     assert set(outcomes) <= {"placed", "insufficient_stock"}, set(outcomes)
-    sold = sum(job["items"][0]["quantity"] for job, r in zip(jobs, results) if r["outcome"] == "placed")
-    refused = [job["items"][0]["quantity"] for job, r in zip(jobs, results) if r["outcome"] != "placed"]
+    sold = sum(job["items"][0]["quantity"] for job, r in zip(jobs, results, strict=True) if r["outcome"] == "placed")
+    refused = [job["items"][0]["quantity"] for job, r in zip(jobs, results, strict=True) if r["outcome"] != "placed"]
     stock = stock_of(mug)
     assert stock.reserved == sold <= 100
     assert Order.objects.count() == outcomes.count("placed")
@@ -72,7 +72,7 @@ def test_orders_over_three_skus_in_random_order_neither_deadlock_nor_time_out(ma
     for product in products:
         wanted = sum(
             line["quantity"]
-            for job, r in zip(jobs, results)
+            for job, r in zip(jobs, results, strict=True)
             if r["outcome"] == "placed"
             for line in job["items"]
             if line["sku"] == product.sku

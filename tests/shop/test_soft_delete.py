@@ -3,10 +3,10 @@ import time
 import pytest
 
 from inventory.errors import ProductUnavailable
+from inventory.services import stock_restock
 from orders.services import order_place
 from shop.models import Product
 from tests.conftest import stock_of
-from inventory.services import stock_restock
 
 pytestmark = pytest.mark.django_db
 

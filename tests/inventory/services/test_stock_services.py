@@ -36,7 +36,11 @@ def test_reserve_holds_units_and_writes_the_ledger(make_product, customer):
 
 
 def test_reserve_is_all_or_nothing_and_lists_every_short_line(make_product, customer):
-    mug, tee, cap = make_product(sku="MUG", stock=10), make_product(sku="TEE", stock=1), make_product(sku="CAP", stock=0)
+    mug, tee, cap = (
+        make_product(sku="MUG", stock=10),
+        make_product(sku="TEE", stock=1),
+        make_product(sku="CAP", stock=0),
+    )
     with pytest.raises(InsufficientStock) as error:
         place(customer, "k", ("MUG", 3), ("TEE", 2), ("CAP", 1))
 
@@ -93,7 +97,10 @@ def test_adjust_by_delta_and_to_an_absolute_value(make_product, staff_user):
     stock = stock_adjust(sku="MUG", set_to=20, reason="stock count", actor=staff_user)
 
     assert stock.on_hand == 20
-    assert list(StockMovement.objects.filter(stock=stock, kind="adjust").values_list("on_hand_delta", flat=True)) == [-2, 12]
+    assert list(StockMovement.objects.filter(stock=stock, kind="adjust").values_list("on_hand_delta", flat=True)) == [
+        -2,
+        12,
+    ]
     assert StockMovement.objects.filter(actor=staff_user).count() == 2
     assert_books_balance(mug)
 

@@ -1,0 +1,57 @@
+"""Reads of stock state: what the counters say, what the ledger and the reservations say."""
+
+from dataclasses import dataclass
+
+from django.db.models import IntegerField, OuterRef, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
+
+from inventory.models import Reservation, Stock, StockMovement
+
+
+@dataclass(frozen=True)
+class StockBooks:
+    sku: str
+    on_hand: int
+    reserved: int
+    ledger_on_hand: int
+    ledger_reserved: int
+    active_reserved: int
+
+    @property
+    def drifted(self) -> bool:
+        return (self.on_hand, self.reserved) != (self.ledger_on_hand, self.ledger_reserved) or (
+            self.reserved != self.active_reserved
+        )
+
+
+def _sum_per_stock(queryset, field, *, link="stock", outer="pk"):
+    total = queryset.filter(**{link: OuterRef(outer)}).values(link).annotate(total=Sum(field)).values("total")
+    return Coalesce(Subquery(total, output_field=IntegerField()), Value(0))
+
+
+def stock_books(*, skus=None) -> list[StockBooks]:
+    """Per stock: counters beside the ledger sums and the active reservations (one query)."""
+    stocks = Stock.all_objects.select_related("product").order_by("product__sku")
+    if skus:
+        stocks = stocks.filter(product__sku__in=skus)
+    stocks = stocks.annotate(
+        ledger_on_hand=_sum_per_stock(StockMovement.objects.all(), "on_hand_delta"),
+        ledger_reserved=_sum_per_stock(StockMovement.objects.all(), "reserved_delta"),
+        active_reserved=_sum_per_stock(
+            Reservation.all_objects.filter(state=Reservation.State.ACTIVE),
+            "quantity",
+            link="product",
+            outer="product_id",
+        ),
+    )
+    return [
+        StockBooks(
+            sku=stock.product.sku,
+            on_hand=stock.on_hand,
+            reserved=stock.reserved,
+            ledger_on_hand=stock.ledger_on_hand,
+            ledger_reserved=stock.ledger_reserved,
+            active_reserved=stock.active_reserved,
+        )
+        for stock in stocks
+    ]
