@@ -17,6 +17,11 @@ class DomainError(Exception):
     def as_dict(self) -> dict:
         return {"code": self.code, "detail": self.detail, **self.payload}
 
+    def as_text(self) -> str:
+        """One line for operators: code, detail and payload."""
+        details = ", ".join(f"{key}={value}" for key, value in self.payload.items())
+        return f"{self.code}: {self.detail}" + (f" ({details})" if details else "")
+
 
 class InvalidInput(DomainError):
     """Malformed lines: wrong types, bad quantity, duplicates. ``fields`` says what is wrong."""

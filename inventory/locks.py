@@ -217,3 +217,40 @@ def _release(sku: str, lock: Lock) -> None:
         logger.error(
             "could not release the lock on %s: %s; it expires within %.1fs", sku, exc, settings.LOCK_TTL_SECONDS
         )
+
+
+def lock_list() -> list[dict]:
+    """Every stock lock in Redis now: SKU, milliseconds left, waiters queued (for operators)."""
+    client = caches[settings.LOCK_CACHE_ALIAS].client
+    redis_client = client.get_client(write=True)
+    prefix = client.make_key(lock_key(""))
+    held = []
+    for key in redis_client.scan_iter(match=f"{prefix}*", count=500):
+        sku = key.decode()[len(prefix) :]
+        if ":" in sku:  # a queue or wake-up list, not a lock
+            continue
+        held.append(
+            {"sku": sku, "ttl_ms": redis_client.pttl(key), "waiters": redis_client.llen(f"{key.decode()}:queue")}
+        )
+    return sorted(held, key=lambda lock: lock["sku"])
+
+
+def lock_clear_all(*, force: bool) -> int:
+    """Delete stale lock keys (queues, wake-up lists); with ``force`` also locks someone holds.
+
+    Deleting a held lock lets a second holder in while the first is mid-transaction; the SQL guard
+    still prevents overselling, but operators should only force after the holders are known dead.
+    Returns how many keys were deleted.
+    """
+    client = caches[settings.LOCK_CACHE_ALIAS].client
+    redis_client = client.get_client(write=True)
+    prefix = client.make_key(lock_key(""))
+    keys = [
+        key
+        for key in redis_client.scan_iter(match=f"{prefix}*", count=500)
+        if force or ":" in key.decode()[len(prefix) :]
+    ]
+    if keys:
+        redis_client.delete(*keys)
+    logger.warning("cleared %d stock lock key(s)%s", len(keys), " including held locks (forced)" if force else "")
+    return len(keys)

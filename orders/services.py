@@ -7,18 +7,20 @@ payment racing an expiry has exactly one winner, and the stock change rides in t
 import hashlib
 import json
 import logging
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError
 from django.utils import timezone
 
-from inventory.errors import InsufficientStock, InvalidInput
+from inventory.errors import DomainError, InsufficientStock, InvalidInput
 from inventory.models import Reservation
 from inventory.services import stock_commit, stock_lines_validate, stock_release, stock_reserve, stock_section
 from orders.errors import IdempotencyConflict, OrderExpired, OrderNotCancellable, OrderNotPayable, PaymentDeclined
 from orders.models import Order, OrderLine
 from orders.payments import payment_gateway
+from orders.selectors import order_list_overdue
 from shop.selectors import product_map_orderable
 
 logger = logging.getLogger(__name__)
@@ -171,3 +173,47 @@ def order_cancel(*, order: Order) -> Order:
         ):
             stock_release(order=order, reason=Reservation.ReleaseReason.CANCELLED)
     return order
+
+
+@dataclass
+class ExpirySweep:
+    expired: int = 0
+    units_released: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+
+def order_release_expired(*, batch_size: int = 100, dry_run: bool = False, progress=None) -> ExpirySweep:
+    """Expire overdue unpaid orders and release their stock, a bounded batch at a time.
+
+    An order whose SKUs are busy (``lock_timeout``) or that fails for any domain reason is skipped and
+    logged; it stays overdue for the next sweep. ``progress`` is called with the orders done per batch.
+    """
+    sweep = ExpirySweep()
+    last_id = 0
+    while batch := list(order_list_overdue(after_id=last_id).prefetch_related("lines")[:batch_size]):
+        last_id = batch[-1].pk
+        for order in batch:
+            units = sum(line.quantity for line in order.lines.all())
+            if dry_run:
+                sweep.expired += 1
+                sweep.units_released += units
+                continue
+            try:
+                if order_expire(order=order):
+                    sweep.expired += 1
+                    sweep.units_released += units
+            except DomainError as exc:
+                logger.warning("expiry of order %s skipped: %s", order.number, exc.code)
+                sweep.skipped.append(order.number)
+        if progress:
+            progress(len(batch))
+    return sweep
+
+
+def order_reservations_settle(*, order: Order) -> list[Reservation]:
+    """Bring a final order's leftover active reservations in line with its status (reconcile --fix)."""
+    if order.status == Status.PAID:
+        return stock_commit(order=order)
+    if order.status in (Status.CANCELLED, Status.EXPIRED, Status.PAYMENT_FAILED):
+        return stock_release(order=order, reason=order.status)
+    return []

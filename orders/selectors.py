@@ -1,0 +1,22 @@
+"""Reads of orders for sweeps and checks."""
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from inventory.models import Reservation
+from orders.models import Order
+
+FINAL_STATUSES = [Order.Status.PAID, Order.Status.CANCELLED, Order.Status.EXPIRED, Order.Status.PAYMENT_FAILED]
+
+
+def order_list_overdue(*, after_id: int = 0) -> QuerySet[Order]:
+    """Unpaid orders past their reservation's expiry, in id order from ``after_id`` (slice it to batch)."""
+    return Order.objects.filter(
+        status=Order.Status.AWAITING_PAYMENT, expires_at__lte=timezone.now(), pk__gt=after_id
+    ).order_by("pk")
+
+
+def order_list_final_holding_stock() -> QuerySet[Order]:
+    """Orders that are paid, cancelled, expired or failed but still have active reservations: drift."""
+    holding = Reservation.objects.filter(state=Reservation.State.ACTIVE).values("order_line__order")
+    return Order.all_objects.filter(status__in=FINAL_STATUSES, pk__in=holding).order_by("pk")

@@ -1,0 +1,25 @@
+import os
+
+from django.core.management.base import BaseCommand
+
+from shop.services import demo_catalog_seed
+
+
+class Command(BaseCommand):
+    help = (
+        "Create a demo catalog with stock and a staff user named 'staff'. Safe to run again: existing "
+        "products keep their stock. The staff password comes from DEMO_STAFF_PASSWORD, or is generated "
+        "and printed when the user is created."
+    )
+
+    def handle(self, *args, **options):
+        seed = demo_catalog_seed(staff_password=os.environ.get("DEMO_STAFF_PASSWORD") or None)
+        self.stdout.write(
+            self.style.SUCCESS(f"Products: {seed.products_created} created, {seed.products_existing} already there.")
+        )
+        if seed.staff_password and not os.environ.get("DEMO_STAFF_PASSWORD"):
+            self.stdout.write(f"Staff user: {seed.staff_username} / password: {seed.staff_password}")
+        elif seed.staff_password:
+            self.stdout.write(f"Staff user: {seed.staff_username} (password from DEMO_STAFF_PASSWORD)")
+        else:
+            self.stdout.write(f"Staff user: {seed.staff_username} (exists; password unchanged)")

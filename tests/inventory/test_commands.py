@@ -1,0 +1,189 @@
+import subprocess
+import sys
+from io import StringIO
+
+import pytest
+from django.conf import settings
+from django.core.cache import caches
+from django.core.management import CommandError, call_command
+from django.db import connection
+
+from inventory import locks
+from inventory.models import Stock, StockMovement
+from inventory.oversell_demo import oversell_experiment_run
+from orders.models import Order
+from orders.services import order_place
+from tests.conftest import assert_books_balance, stock_of
+
+
+def run(*args):
+    out = StringIO()
+    call_command(*args, stdout=out, stderr=StringIO())
+    return out.getvalue()
+
+
+# --- adjust_stock -------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_adjust_stock_sets_and_shifts_through_the_service(make_product, staff_user):
+    mug = make_product(sku="MUG", stock=10)
+
+    assert "on hand 25" in run("adjust_stock", "MUG", "--set", "25", "--reason", "count", "--actor", "stan")
+    assert "on hand 22" in run("adjust_stock", "MUG", "--delta", "-3", "--reason", "broken")
+
+    assert list(StockMovement.objects.filter(kind="adjust").values_list("on_hand_delta", "actor__username")) == [
+        (15, "stan"),
+        (-3, None),
+    ]
+    assert_books_balance(mug)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["MUG", "--delta", "1"], "--reason"),
+        (["MUG", "--set", "5", "--delta", "1", "--reason", "r"], "not allowed with"),
+        (["MUG", "--reason", "r"], "one of the arguments --set --delta is required"),
+        (["MUG", "--set", "five", "--reason", "r"], "invalid int value"),
+        (["NOPE", "--delta", "1", "--reason", "r"], "unknown_sku"),
+        (["MUG", "--set", "-1", "--reason", "r"], "invalid_quantity"),
+        (["MUG", "--delta", "-11", "--reason", "r"], "below_reserved"),
+        (["MUG", "--set", "3", "--reason", "r", "--expected-version", "99"], "stale_version"),
+        (["MUG", "--delta", "1", "--reason", "r", "--actor", "nobody"], "No user named"),
+    ],
+)
+def test_adjust_stock_refuses_bad_arguments_and_changes_nothing(make_product, args, message):
+    mug = make_product(sku="MUG", stock=10)
+    before = StockMovement.objects.count()
+    with pytest.raises(CommandError, match=message):
+        run("adjust_stock", *args)
+    assert (stock_of(mug).on_hand, StockMovement.objects.count()) == (10, before)
+
+
+def test_bad_arguments_exit_with_a_code_and_no_traceback():
+    """From the shell: a clear message, exit 2, no traceback."""
+    env = {"DATABASE_URL": _database_url(), "REDIS_URL": settings.REDIS_URL, "PATH": "/usr/bin:/bin"}
+    result = subprocess.run(
+        [sys.executable, "manage.py", "adjust_stock", "MUG", "--set", "lots", "--reason", "r"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=settings.BASE_DIR,
+    )
+    assert result.returncode == 2
+    assert "invalid int value: 'lots'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def _database_url():
+    db = settings.DATABASES["default"]
+    return f"mysql://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT'] or 3306}/{db['NAME']}"
+
+
+# --- reconcile ------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_reconcile_passes_on_balanced_books(make_product, customer):
+    make_product(sku="MUG", stock=10)
+    order_place(customer=customer, items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k")
+    output = run("reconcile")
+    assert "1 stock(s) checked, 0 drifted, 0 final order(s) holding stock." in output
+
+
+@pytest.mark.django_db
+def test_reconcile_detects_a_corrupted_counter_and_fix_repairs_it(make_product, customer):
+    mug = make_product(sku="MUG", stock=10)
+    order_place(customer=customer, items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k")
+    with connection.cursor() as cursor:  # a bad hand edit, behind the service's back
+        cursor.execute("UPDATE inventory_stock SET on_hand = 7 WHERE id = %s", [stock_of(mug).pk])
+
+    with pytest.raises(CommandError) as error:
+        run("reconcile")
+    assert error.value.returncode == 1
+
+    output = run("reconcile", "--fix")
+    assert "Repaired" in output and "0 drifted" in output.split("Repaired")[1]
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (10, 2)
+    run("reconcile")  # exits 0 now
+    assert_books_balance(mug)
+
+
+@pytest.mark.django_db
+def test_reconcile_finds_a_final_order_still_holding_stock_and_fix_settles_it(make_product, customer):
+    mug = make_product(sku="MUG", stock=10)
+    order = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k")
+    Order.objects.filter(pk=order.pk).update(status=Order.Status.CANCELLED)  # status moved, stock did not
+
+    with pytest.raises(CommandError):
+        run("reconcile")
+    run("reconcile", "--fix")
+
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (10, 0)
+    assert StockMovement.objects.filter(order=order, kind="release").count() == 1
+    run("reconcile")
+
+
+# --- reset_locks ----------------------------------------------------------------------------------
+
+
+def _lock_keys():
+    client = caches[settings.LOCK_CACHE_ALIAS].client
+    return list(client.get_client().scan_iter(match=client.make_key(locks.lock_key("*"))))
+
+
+def test_reset_locks_clears_stale_keys_and_refuses_while_a_lock_is_held():
+    redis = caches[settings.LOCK_CACHE_ALIAS].client.get_client()
+    stale_queue = caches[settings.LOCK_CACHE_ALIAS].client.make_key(locks.lock_key("MUG")) + ":queue"
+    redis.rpush(stale_queue, b"1:dead-waiter")
+    assert "Cleared 1 lock key(s)" in run("reset_locks")
+
+    with locks.sku_locks(["MUG"]):
+        with pytest.raises(CommandError, match="1 lock\\(s\\) held") as error:
+            run("reset_locks")
+        assert error.value.returncode == 1
+        assert _lock_keys()
+        assert "Cleared 1 lock key(s)" in run("reset_locks", "--force")
+        assert not _lock_keys()
+
+
+# --- oversell_demo --------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_oversell_demo_shows_the_seed_designs_overselling_and_the_service_never():
+    output = run("oversell_demo", "--strategy", "all", "--workers", "6", "--stock", "10", "--pause-ms", "20")
+    verdicts = {line.split()[0]: line.split()[-1] for line in output.splitlines()[2:]}
+
+    assert verdicts == {
+        "naive": "WRONG",
+        "mutex": "WRONG",
+        "optimistic": "correct",
+        "pessimistic": "correct",
+        "seed_redis_lock": "WRONG",
+        "service": "correct",
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("strategy", ["naive", "seed_redis_lock"])
+def test_the_seed_designs_sell_more_than_they_have_or_lose_updates(strategy):
+    result = oversell_experiment_run(strategy=strategy, workers=6, stock=10, attempts=30, pause=0.02)
+    assert result.oversold > 0 or result.lost_updates > 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_service_sells_exactly_its_stock():
+    result = oversell_experiment_run(strategy="service", workers=8, stock=10, attempts=40, pause=0.02)
+    assert (result.units_sold, result.final_stock, result.oversold, result.lost_updates) == (10, 0, 0, 0)
+    assert not Stock.objects.filter(product__sku__startswith="OVERSELL-DEMO", reserved__gt=0).exists()
+
+
+@pytest.mark.parametrize(
+    "args", [["--workers", "0"], ["--stock", "-5"], ["--strategy", "bogus"], ["--attempts", "x"], ["--pause-ms", "9999"]]
+)
+def test_oversell_demo_refuses_bad_arguments(args):
+    with pytest.raises(CommandError):
+        run("oversell_demo", *args)
