@@ -182,7 +182,8 @@ def test_the_service_sells_exactly_its_stock():
 
 
 @pytest.mark.parametrize(
-    "args", [["--workers", "0"], ["--stock", "-5"], ["--strategy", "bogus"], ["--attempts", "x"], ["--pause-ms", "9999"]]
+    "args",
+    [["--workers", "0"], ["--stock", "-5"], ["--strategy", "bogus"], ["--attempts", "x"], ["--pause-ms", "9999"]],
 )
 def test_oversell_demo_refuses_bad_arguments(args):
     with pytest.raises(CommandError):

@@ -22,8 +22,7 @@ def run(*args):
 def overdue_orders(make_product, customer):
     mug = make_product(sku="MUG", stock=20)
     orders = [
-        order_place(customer=customer, items=[{"sku": "MUG", "quantity": 2}], idempotency_key=f"k{i}")
-        for i in range(5)
+        order_place(customer=customer, items=[{"sku": "MUG", "quantity": 2}], idempotency_key=f"k{i}") for i in range(5)
     ]
     Order.objects.filter(pk__in=[o.pk for o in orders[:4]]).update(expires_at=timezone.now() - timedelta(seconds=1))
     return mug
