@@ -145,8 +145,41 @@ MAX_STOCK_QUANTITY = env.int("MAX_STOCK_QUANTITY", default=1_000_000_000)
 PAYMENT_GATEWAY = env("PAYMENT_GATEWAY", default="orders.payments.SimulatedGateway")
 
 # --- Celery -----------------------------------------------------------------------------------
+# A static beat schedule (not django-celery-beat): the sweeps are part of the product, so their
+# schedule is code, reviewed in git and tuned by environment; beat needs no tables, and there is no
+# second, database-held copy of the schedule to drift from it.
 
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    # An unacknowledged task (its worker died) is delivered again after this long. Sweeps are
+    # idempotent and beat sends a new one every period anyway.
+    "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600),
+}
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True  # a task is acknowledged only once it has run...
+CELERY_TASK_REJECT_ON_WORKER_LOST = True  # ...and requeued if its worker process dies mid-run
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=240)
+CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=300)
+CELERY_TIMEZONE = "UTC"
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+EXPIRY_SWEEP_SECONDS = env.float("EXPIRY_SWEEP_SECONDS", default=30)
+RECONCILE_SECONDS = env.float("RECONCILE_SECONDS", default=600)
+SWEEP_BATCH_SIZE = env.int("SWEEP_BATCH_SIZE", default=200)
+# A sweeper claims a batch for this long; if it dies, another sweeper takes the batch over afterwards.
+SWEEP_LEASE_SECONDS = env.float("SWEEP_LEASE_SECONDS", default=60)
+# A sweeper waits this little for a SKU (a payment may be in flight) and otherwise retries later.
+SWEEP_LOCK_WAIT_SECONDS = env.float("SWEEP_LOCK_WAIT_SECONDS", default=1.0)
+
+CELERY_BEAT_SCHEDULE = {
+    "expire-overdue-orders": {"task": "orders.tasks.sweep_expired_orders", "schedule": EXPIRY_SWEEP_SECONDS},
+    "release-failed-payments": {"task": "orders.tasks.sweep_failed_payments", "schedule": EXPIRY_SWEEP_SECONDS},
+    "reconcile-stock": {"task": "inventory.tasks.reconcile_stock", "schedule": RECONCILE_SECONDS},
+}
 
 # --- Auth, i18n, static -----------------------------------------------------------------------
 

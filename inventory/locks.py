@@ -158,8 +158,8 @@ def held_skus() -> frozenset[str]:
 
 
 @contextmanager
-def sku_locks(skus: Iterable[str]) -> Iterator[None]:
-    """Hold the locks of ``skus`` for the duration of the block.
+def sku_locks(skus: Iterable[str], *, wait: float | None = None) -> Iterator[None]:
+    """Hold the locks of ``skus`` for the duration of the block; ``wait`` overrides LOCK_WAIT_SECONDS.
 
     Not re-entrant: a thread that holds locks and asks for more would break the sorted order, so
     it is refused. ``inventory.services.stock_section`` lets nested services reuse the outer locks.
@@ -178,7 +178,7 @@ def sku_locks(skus: Iterable[str]) -> Iterator[None]:
                     client.make_key(lock_key(sku)),
                     timeout=settings.LOCK_TTL_SECONDS,
                     sleep=settings.LOCK_POLL_SECONDS,
-                    blocking_timeout=settings.LOCK_WAIT_SECONDS,
+                    blocking_timeout=settings.LOCK_WAIT_SECONDS if wait is None else wait,
                     lock_class=QueuedLock,
                 )
                 got = lock.acquire()

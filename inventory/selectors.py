@@ -17,6 +17,12 @@ class StockBooks:
     ledger_reserved: int
     active_reserved: int
 
+    def describe(self) -> str:
+        return (
+            f"{self.sku}: on_hand {self.on_hand} vs ledger {self.ledger_on_hand}, reserved {self.reserved} "
+            f"vs ledger {self.ledger_reserved} vs active reservations {self.active_reserved}"
+        )
+
     @property
     def drifted(self) -> bool:
         return (self.on_hand, self.reserved) != (self.ledger_on_hand, self.ledger_reserved) or (

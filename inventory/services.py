@@ -12,12 +12,13 @@ Each change follows the same order, which is the point of the whole project:
 """
 
 import logging
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, OperationalError, transaction
 from django.db.models import F, Sum
 
 from inventory import locks
@@ -88,7 +89,7 @@ def stock_lines_validate(*, lines) -> list[StockLine]:
 
 
 @contextmanager
-def stock_section(*, skus: Iterable[str]) -> Iterator[None]:
+def stock_section(*, skus: Iterable[str], lock_wait: float | None = None) -> Iterator[None]:
     """Lock the SKUs, then open the transaction: the commit happens before the locks go.
 
     ``durable=True`` refuses to run inside an outer transaction (``ATOMIC_REQUESTS``, a caller's
@@ -100,8 +101,24 @@ def stock_section(*, skus: Iterable[str]) -> Iterator[None]:
     if held and skus <= held and transaction.get_connection().in_atomic_block:
         yield
         return
-    with locks.sku_locks(skus), transaction.atomic(durable=True):
+    with locks.sku_locks(skus, wait=lock_wait), transaction.atomic(durable=True):
         yield
+
+
+# MySQL/MariaDB: 1213 deadlock found, 1205 lock wait timeout. Both roll the transaction back whole.
+RETRYABLE_DB_ERRORS = {1213, 1205}
+
+
+def retry_on_deadlock(func, *, attempts: int = 3):
+    """Run ``func`` (which opens its own transaction) again if the database chose it as a deadlock victim."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return func()
+        except OperationalError as exc:
+            if not exc.args or exc.args[0] not in RETRYABLE_DB_ERRORS or attempt == attempts:
+                raise
+            logger.warning("database error %s on attempt %d of %d; retrying", exc.args[0], attempt, attempts)
+            time.sleep(0.05 * attempt)
 
 
 def _stocks_by_product(product_ids: Iterable[int]) -> dict[int, Stock]:

@@ -33,6 +33,9 @@ class Order(BaseModel):
     # Hash of the normalised lines: a replay with the same key must carry the same request.
     request_fingerprint = models.CharField(max_length=64, editable=False)
     paid_at = models.DateTimeField(null=True, blank=True)
+    # Set by a sweeper that claimed this order (SELECT ... FOR UPDATE SKIP LOCKED); other sweepers skip
+    # it until then, and take it over afterwards if that sweeper died.
+    sweep_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
     payment_reference = models.CharField(max_length=64, blank=True)
 
     class Meta(BaseModel.Meta):

@@ -20,3 +20,8 @@ def order_list_final_holding_stock() -> QuerySet[Order]:
     """Orders that are paid, cancelled, expired or failed but still have active reservations: drift."""
     holding = Reservation.objects.filter(state=Reservation.State.ACTIVE).values("order_line__order")
     return Order.all_objects.filter(status__in=FINAL_STATUSES, pk__in=holding).order_by("pk")
+
+
+def order_list_overdue_holding(*, skus) -> QuerySet[Order]:
+    """Overdue unpaid orders with a line for any of ``skus``."""
+    return order_list_overdue().filter(lines__product__sku__in=list(skus)).distinct()

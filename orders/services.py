@@ -11,21 +11,32 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
+from django.db.models import Q, Sum
 from django.utils import timezone
 
-from inventory.errors import DomainError, InsufficientStock, InvalidInput
+from inventory.errors import InsufficientStock, InvalidInput, LockTimeout
 from inventory.models import Reservation
-from inventory.services import stock_commit, stock_lines_validate, stock_release, stock_reserve, stock_section
+from inventory.services import (
+    retry_on_deadlock,
+    stock_commit,
+    stock_lines_validate,
+    stock_release,
+    stock_reserve,
+    stock_section,
+)
 from orders.errors import IdempotencyConflict, OrderExpired, OrderNotCancellable, OrderNotPayable, PaymentDeclined
 from orders.models import Order, OrderLine
 from orders.payments import payment_gateway
-from orders.selectors import order_list_overdue
+from orders.selectors import order_list_final_holding_stock, order_list_overdue, order_list_overdue_holding
 from shop.selectors import product_map_orderable
 
 logger = logging.getLogger(__name__)
 
 Status = Order.Status
+
+# How many overdue orders a new order may expire while it holds the locks.
+OVERDUE_EXPIRY_LIMIT = 50
 
 
 def _fingerprint(lines) -> str:
@@ -66,33 +77,71 @@ def order_place(*, customer=None, email: str = "", items, idempotency_key: str) 
     if existing := _order_replay(**replay):
         return existing
     skus = [line.sku for line in lines]
+    refusal = None
     try:
         with stock_section(skus=skus):
             # A replay may have committed while we waited for the lock.
             if existing := _order_replay(**replay):
                 return existing
             products = product_map_orderable(skus=skus)
-            expires_at = timezone.now() + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
-            order = Order.objects.create(
-                customer=customer,
-                email=email,
-                idempotency_key=replay["idempotency_key"],
-                request_fingerprint=replay["fingerprint"],
-                expires_at=expires_at,
-            )
-            OrderLine.objects.bulk_create(
-                OrderLine(
-                    order=order, product=products[line.sku], quantity=line.quantity, unit_price=products[line.sku].price
+            try:
+                order = _order_create_reserved(
+                    customer=customer, email=email, replay=replay, lines=lines, products=products
                 )
-                for line in lines
-            )
-            stock_reserve(order=order, expires_at=expires_at)
+            except InsufficientStock:
+                # A late sweeper must not cost a sale: free what overdue orders still hold, then try again.
+                if not _orders_expire_overdue_holding(skus=skus):
+                    raise
+                try:
+                    order = _order_create_reserved(
+                        customer=customer, email=email, replay=replay, lines=lines, products=products
+                    )
+                except InsufficientStock as still_short:
+                    refusal = still_short  # commit the expiries, refuse the order
     except IntegrityError:
         # Only reachable if a lock was lost: the unique key still lets exactly one replay win.
         if existing := _order_replay(**replay):
             return existing
         raise
+    if refusal is not None:
+        raise refusal
     return order
+
+
+def _order_create_reserved(*, customer, email, replay, lines, products) -> Order:
+    """Order, lines and reservations in a savepoint: a shortage undoes them and leaves the section usable."""
+    with transaction.atomic():
+        expires_at = timezone.now() + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
+        order = Order.objects.create(
+            customer=customer,
+            email=email,
+            idempotency_key=replay["idempotency_key"],
+            request_fingerprint=replay["fingerprint"],
+            expires_at=expires_at,
+        )
+        OrderLine.objects.bulk_create(
+            OrderLine(
+                order=order, product=products[line.sku], quantity=line.quantity, unit_price=products[line.sku].price
+            )
+            for line in lines
+        )
+        stock_reserve(order=order, expires_at=expires_at)
+    return order
+
+
+def _orders_expire_overdue_holding(*, skus) -> int:
+    """Expire overdue orders that hold these SKUs, if we hold the locks of all their SKUs; return how many.
+
+    Orders that also hold other SKUs are left to the sweeper: taking more locks now could deadlock.
+    """
+    held = set(skus)
+    expired = 0
+    for order in order_list_overdue_holding(skus=skus).prefetch_related("lines__product")[:OVERDUE_EXPIRY_LIMIT]:
+        if {line.product.sku for line in order.lines.all()} <= held and order_expire(order=order):
+            expired += 1
+    if expired:
+        logger.info("expired %d overdue order(s) holding %s to serve a new order", expired, sorted(held))
+    return expired
 
 
 def order_pay(*, order: Order, payment_token: str = "") -> Order:
@@ -152,11 +201,18 @@ def order_expire(*, order: Order) -> bool:
 
 
 def order_fail_payment(*, order: Order) -> bool:
-    """Mark an unpaid order's payment failed and release its stock. False if it was no longer awaiting payment."""
-    with stock_section(skus=order.skus):
+    """Mark an unpaid order's payment failed and enqueue the release of its stock at once.
+
+    No stock lock is needed: the status change is conditional, so it races a payment safely. The
+    release runs in a task after commit; the failed-payments sweep catches any that were missed.
+    Returns False if the order was no longer awaiting payment.
+    """
+    from orders.tasks import release_order_stock
+
+    with transaction.atomic():
         if not _order_transition(order, from_statuses=[Status.AWAITING_PAYMENT], to=Status.PAYMENT_FAILED):
             return False
-        stock_release(order=order, reason=Reservation.ReleaseReason.PAYMENT_FAILED)
+        transaction.on_commit(lambda: release_order_stock.delay(order.pk))
     return True
 
 
@@ -176,38 +232,89 @@ def order_cancel(*, order: Order) -> Order:
 
 
 @dataclass
-class ExpirySweep:
-    expired: int = 0
-    units_released: int = 0
-    skipped: list[str] = field(default_factory=list)
+class SweepResult:
+    done: int = 0
+    units: int = 0
+    skipped: list[str] = field(default_factory=list)  # busy (a payment in flight) or failed: retried later
 
 
-def order_release_expired(*, batch_size: int = 100, dry_run: bool = False, progress=None) -> ExpirySweep:
-    """Expire overdue unpaid orders and release their stock, a bounded batch at a time.
+def order_release_expired(*, batch_size: int, dry_run: bool = False, progress=None) -> SweepResult:
+    """Expire overdue unpaid orders and release their stock, a claimed batch at a time.
 
-    An order whose SKUs are busy (``lock_timeout``) or that fails for any domain reason is skipped and
-    logged; it stays overdue for the next sweep. ``progress`` is called with the orders done per batch.
+    Several sweepers can run at once: each claims its batch with SELECT ... FOR UPDATE SKIP LOCKED.
+    ``progress`` is called with the number of orders handled per batch.
     """
-    sweep = ExpirySweep()
-    last_id = 0
-    while batch := list(order_list_overdue(after_id=last_id).prefetch_related("lines")[:batch_size]):
-        last_id = batch[-1].pk
+    if dry_run:
+        overdue = order_list_overdue()
+        units = OrderLine.objects.filter(order__in=overdue).aggregate(units=Sum("quantity"))["units"]
+        return SweepResult(done=overdue.count(), units=units or 0)
+    return _orders_sweep(order_list_overdue(), action=order_expire, batch_size=batch_size, progress=progress)
+
+
+def order_release_failed_payments(*, batch_size: int, progress=None) -> SweepResult:
+    """Release the stock of payment-failed orders that still hold it (their release task never ran)."""
+    return _orders_sweep(
+        order_list_final_holding_stock().filter(status=Status.PAYMENT_FAILED),
+        action=lambda *, order: bool(order_reservations_settle(order=order)),
+        batch_size=batch_size,
+        progress=progress,
+    )
+
+
+def _orders_sweep(queryset, *, action, batch_size: int, progress) -> SweepResult:
+    result = SweepResult()
+    while batch := _orders_claim(queryset, batch_size=batch_size):
         for order in batch:
             units = sum(line.quantity for line in order.lines.all())
-            if dry_run:
-                sweep.expired += 1
-                sweep.units_released += units
-                continue
-            try:
-                if order_expire(order=order):
-                    sweep.expired += 1
-                    sweep.units_released += units
-            except DomainError as exc:
-                logger.warning("expiry of order %s skipped: %s", order.number, exc.code)
-                sweep.skipped.append(order.number)
+            outcome = _order_sweep_one(order, action)
+            if outcome == "done":
+                result.done += 1
+                result.units += units
+            elif outcome == "skipped":
+                result.skipped.append(order.number)
         if progress:
             progress(len(batch))
-    return sweep
+    return result
+
+
+def _order_sweep_one(order: Order, action) -> str:
+    """Run ``action`` on one order, waiting only briefly for its SKUs; one bad order never stops the batch.
+
+    Returns "done", "noop" (nothing to do: paid meanwhile, say) or "skipped" (retried once the lease lapses).
+    """
+
+    def run():
+        skus = [line.product.sku for line in order.lines.all()]
+        with stock_section(skus=skus, lock_wait=settings.SWEEP_LOCK_WAIT_SECONDS):
+            return action(order=order)
+
+    try:
+        return "done" if retry_on_deadlock(run) else "noop"
+    except LockTimeout:
+        logger.info("order %s skipped: its SKUs are busy (a payment in flight?); retried later", order.number)
+    except Exception:
+        logger.exception("order %s could not be swept; retried later", order.number)
+    return "skipped"
+
+
+def _orders_claim(queryset, *, batch_size: int) -> list[Order]:
+    """Lease a batch no other sweeper holds; a dead sweeper's lease lapses and its batch is taken over."""
+    now = timezone.now()
+
+    def claim() -> list[int]:
+        with transaction.atomic():
+            ids = list(
+                queryset.filter(Q(sweep_lease_until__isnull=True) | Q(sweep_lease_until__lt=now))
+                .order_by("pk")
+                .select_for_update(skip_locked=True)
+                .values_list("pk", flat=True)[:batch_size]
+            )
+            lease = now + timedelta(seconds=settings.SWEEP_LEASE_SECONDS)
+            Order.objects.filter(pk__in=ids).update(sweep_lease_until=lease)
+            return ids
+
+    ids = retry_on_deadlock(claim)
+    return list(Order.objects.filter(pk__in=ids).order_by("pk").prefetch_related("lines__product"))
 
 
 def order_reservations_settle(*, order: Order) -> list[Reservation]:

@@ -78,3 +78,15 @@ def assert_books_balance(*products) -> None:
 @pytest.fixture
 def staff_user(django_user_model):
     return django_user_model.objects.create_user(username="stan", password="pw-stan-123", is_staff=True)
+
+
+@pytest.fixture
+def celery_eager():
+    """Run tasks in-process for service-level tests (the worker tests start real workers instead)."""
+    from config.celery import app
+
+    app.conf.task_always_eager = True
+    app.conf.task_eager_propagates = True
+    yield
+    app.conf.task_always_eager = False
+    app.conf.task_eager_propagates = False

@@ -46,10 +46,7 @@ class Command(BaseCommand):
         for order in holding:
             self.stdout.write(self.style.ERROR(f"Order {order.number} is {order.status} but still holds stock."))
         for row in drifted:
-            logger.error(
-                "stock drift on %s: on_hand %d vs ledger %d, reserved %d vs ledger %d vs active reservations %d",
-                row.sku, row.on_hand, row.ledger_on_hand, row.reserved, row.ledger_reserved, row.active_reserved,
-            )  # fmt: skip
+            logger.error("stock drift %s", row.describe())
         summary = f"{len(books)} stock(s) checked, {len(drifted)} drifted, {len(holding)} final order(s) holding stock."
         self.stdout.write(self.style.ERROR(summary) if drifted or holding else self.style.SUCCESS(summary))
         return drifted, holding

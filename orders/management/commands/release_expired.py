@@ -25,9 +25,7 @@ class Command(BaseCommand):
         with tqdm(total=total, unit="order", disable=total < 2 * batch, file=sys.stderr) as bar:
             sweep = order_release_expired(batch_size=batch, dry_run=dry_run, progress=bar.update)
         verb = "Would expire" if dry_run else "Expired"
-        self.stdout.write(
-            self.style.SUCCESS(f"{verb} {sweep.expired} order(s), releasing {sweep.units_released} unit(s).")
-        )
+        self.stdout.write(self.style.SUCCESS(f"{verb} {sweep.done} order(s), releasing {sweep.units} unit(s)."))
         if sweep.skipped:
             self.stdout.write(
                 self.style.WARNING(f"Skipped {len(sweep.skipped)} busy order(s), left for the next sweep: ")

@@ -169,12 +169,22 @@ def test_cancel_releases_stock_and_refuses_paid_orders(make_product, customer):
     assert_books_balance(mug)
 
 
-def test_fail_payment_releases_once_and_never_touches_a_paid_order(make_product, customer):
+def test_fail_payment_marks_the_order_and_enqueues_the_release(
+    make_product, customer, celery_eager, django_capture_on_commit_callbacks
+):
     mug = make_product(sku="MUG", stock=10)
     order = place(customer, "a", MUG=2)
-    assert order_fail_payment(order=order) is True
-    assert order_fail_payment(order=order) is False
-    paid = order_pay(order=place(customer, "b", MUG=1))
-    assert order_fail_payment(order=paid) is False
+    with django_capture_on_commit_callbacks(execute=True) as enqueued:
+        assert order_fail_payment(order=order) is True
+    assert len(enqueued) == 1
+    assert Order.objects.get(pk=order.pk).status == Order.Status.PAYMENT_FAILED
+    assert stock_of(mug).reserved == 0
+
+    with django_capture_on_commit_callbacks(execute=True) as enqueued:
+        assert order_fail_payment(order=order) is False
+        paid = order_pay(order=place(customer, "b", MUG=1))
+        assert order_fail_payment(order=paid) is False
+    assert enqueued == []
     assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (9, 0)
+    assert StockMovement.objects.filter(kind="release").count() == 1
     assert_books_balance(mug)

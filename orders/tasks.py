@@ -1,0 +1,51 @@
+"""Celery tasks: take ids, load, call a service. Retries back off on busy SKUs and database hiccups."""
+
+import logging
+
+from celery import shared_task
+from django.conf import settings
+from django.db import OperationalError
+
+from inventory.errors import LockTimeout, LockUnavailable
+from orders.models import Order
+from orders.services import order_release_expired, order_release_failed_payments, order_reservations_settle
+
+logger = logging.getLogger(__name__)
+
+RETRYABLE = (LockTimeout, LockUnavailable, OperationalError)
+
+
+@shared_task(autoretry_for=RETRYABLE, retry_backoff=1, retry_backoff_max=60, retry_jitter=True, max_retries=8)
+def release_order_stock(order_id: int) -> int:
+    """Give back what a failed, cancelled or expired order still holds. Delivered twice, it releases once."""
+    order = Order.all_objects.filter(pk=order_id).first()
+    if order is None:
+        logger.warning("release_order_stock: no order %s", order_id)
+        return 0
+    return len(order_reservations_settle(order=order))
+
+
+@shared_task(autoretry_for=RETRYABLE, retry_backoff=1, retry_backoff_max=30, max_retries=3)
+def sweep_expired_orders() -> int:
+    sweep = order_release_expired(batch_size=settings.SWEEP_BATCH_SIZE)
+    if sweep.done or sweep.skipped:
+        logger.info(
+            "expiry sweep: %d order(s) expired, %d unit(s) released, %d skipped",
+            sweep.done,
+            sweep.units,
+            len(sweep.skipped),
+        )
+    return sweep.done
+
+
+@shared_task(autoretry_for=RETRYABLE, retry_backoff=1, retry_backoff_max=30, max_retries=3)
+def sweep_failed_payments() -> int:
+    sweep = order_release_failed_payments(batch_size=settings.SWEEP_BATCH_SIZE)
+    if sweep.done or sweep.skipped:
+        logger.info(
+            "failed-payment sweep: %d order(s) released, %d unit(s), %d skipped",
+            sweep.done,
+            sweep.units,
+            len(sweep.skipped),
+        )
+    return sweep.done
