@@ -8,20 +8,38 @@ It is fakeredis's ``TcpFakeServer``; it keeps nothing on disk.
 import argparse
 import logging
 
+import redis
 from fakeredis import TcpFakeServer
 from fakeredis._clients._tcp_server import TCPFakeRequestHandler
 
 logger = logging.getLogger(__name__)
 
 
-class _NoDelayHandler(TCPFakeRequestHandler):
+class _Handler(TCPFakeRequestHandler):
     # With Nagle on, every pipelined reply waits for the client's delayed ACK (~40 ms).
     disable_nagle_algorithm = True
+
+    def setup(self) -> None:
+        """Answer an error reply and keep the connection, as Redis does.
+
+        fakeredis closes the connection after any error reply, so redis-py's EVALSHA -> NOSCRIPT ->
+        SCRIPT LOAD -> EVALSHA fallback (how every lock script is first run) would fail.
+        """
+        super().setup()
+        read_response = self.current_client.read_response
+
+        def read_response_keeping_connection(*args, **kwargs):
+            try:
+                return read_response(*args, **kwargs)
+            except redis.exceptions.ResponseError as error:
+                return error  # encoded as "-ERR ..." by the writer
+
+        self.current_client.read_response = read_response_keeping_connection
 
 
 def serve(host: str, port: int) -> None:
     server = TcpFakeServer((host, port))
-    server.RequestHandlerClass = _NoDelayHandler
+    server.RequestHandlerClass = _Handler
     server.daemon_threads = True  # so Ctrl-C stops the server even with clients connected
     logger.info("embedded Redis listening on %s:%d", host, port)
     try:

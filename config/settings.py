@@ -74,7 +74,6 @@ TEMPLATES = [
 # No ATOMIC_REQUESTS: a request-wide transaction would commit *after* the service released its
 # stock lock. The inventory service opens its own (durable) transaction inside the lock.
 
-DATABASE_MODE = "mysql" if env("DATABASE_URL", default="").startswith("mysql") else "sqlite"
 DATABASES = {
     "default": env.db(
         "DATABASE_URL", default=f"sqlite:///{env('SQLITE_PATH', default=str(BASE_DIR / 'var' / 'db.sqlite3'))}"
@@ -131,12 +130,15 @@ LOCK_WAIT_SECONDS = env.float("LOCK_WAIT_SECONDS", default=5.0)
 # A release wakes the next waiter at once; this poll only catches locks that expired unreleased
 # (a crashed holder). Polling as the main wait costs latency and CPU: see bench/lock_wait.py.
 LOCK_POLL_SECONDS = env.float("LOCK_POLL_SECONDS", default=0.05)
+# A released lock is handed to the next waiter for this long; a waiter that died in the queue costs
+# at most this much. Must cover a live waiter waking up on a busy machine.
+LOCK_HANDOFF_CLAIM_SECONDS = env.float("LOCK_HANDOFF_CLAIM_SECONDS", default=0.5)
 # Waits longer than this are logged so operators see hot SKUs.
 LOCK_WAIT_LOG_SECONDS = env.float("LOCK_WAIT_LOG_SECONDS", default=0.5)
 
-if LOCK_TTL_SECONDS <= 0 or LOCK_WAIT_SECONDS <= 0 or LOCK_POLL_SECONDS <= 0:
+if min(LOCK_TTL_SECONDS, LOCK_WAIT_SECONDS, LOCK_POLL_SECONDS, LOCK_HANDOFF_CLAIM_SECONDS) <= 0:
     # A TTL of 0/None would make a crashed holder block its SKU forever.
-    raise environ.ImproperlyConfigured("LOCK_TTL_SECONDS, LOCK_WAIT_SECONDS and LOCK_POLL_SECONDS must be > 0")
+    raise environ.ImproperlyConfigured("LOCK_*_SECONDS settings must be > 0")
 
 MAX_LINE_QUANTITY = env.int("MAX_LINE_QUANTITY", default=1000)
 MAX_ORDER_LINES = env.int("MAX_ORDER_LINES", default=50)

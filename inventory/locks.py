@@ -41,69 +41,104 @@ class QueuedLock(Lock):
     Plain redis-py waiters poll (0.1 s sleeps by default): each wait costs up to a poll of latency,
     every poll costs CPU, and a newcomer that arrives just after a release barges past waiters
     that are asleep, so under a flash sale some buyers starve into ``lock_timeout``. Here a waiter
-    queues its token in ``<key>:queue`` and blocks on its own wake-up list; the release script gives
-    the key to the head of the queue (same compare-and-delete ownership check as redis-py) and wakes
-    it. A queue entry carries its deadline in Redis server time, so waiters that gave up or died are
-    skipped. The poll remains only as a fallback for a lock that expired unreleased (a crashed holder).
-    ``bench/lock_wait.py`` measures this against polling.
+    queues ``<deadline>:<token>`` in ``<key>:queue`` and blocks on its own wake-up list. A release
+    (same compare-and-delete ownership check as redis-py) hands the key to the head of the queue on a
+    short *claim* and wakes it; the woken waiter turns the claim into a full lease. A waiter that died
+    in the queue therefore costs at most one claim, never a full TTL; one that gave up or was
+    interrupted leaves the queue (and passes the lock on if it was handed over meanwhile). Deadlines
+    are in Redis server time, so no client clock is trusted. The poll remains only as a fallback for
+    a lock that expired unreleased. Needs a single Redis (the scripts derive the wake-up key names,
+    which Redis Cluster forbids). ``bench/lock_wait.py`` measures this against polling.
     """
 
-    lua_acquire = lua_release = None  # registered per class, not inherited from redis-py's Lock
+    lua_acquire = lua_release = lua_abandon = None  # registered per class, not inherited from Lock
 
-    _NOW_MS = "local t = redis.call('time') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)"
+    _PRELUDE = """
+        local t = redis.call('time')
+        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        local function hand_over(lock, queue, claim_ms)
+            while true do
+                local entry = redis.call('lpop', queue)
+                if not entry then
+                    return false
+                end
+                local deadline, waiter = string.match(entry, '^(%d+):(.+)$')
+                if tonumber(deadline) >= now then
+                    redis.call('set', lock, waiter, 'PX', claim_ms)
+                    local wake = lock .. ':wake:' .. waiter
+                    redis.call('rpush', wake, 1)
+                    redis.call('pexpire', wake, claim_ms)
+                    return true
+                end
+            end
+        end
+    """
 
-    # KEYS: lock, queue. ARGV: token, ttl_ms, wait_ms, our queue entry ('' before we queue).
+    # KEYS: lock, queue. ARGV: token, ttl_ms, wait_ms, our entry ('' before we queue), claim_ms.
     # Returns {1, entry} once we hold the lock, {0, entry} while we wait in the queue.
     LUA_ACQUIRE_SCRIPT = (
-        _NOW_MS
+        _PRELUDE
         + """
         local holder = redis.call('get', KEYS[1])
+        local head = redis.call('lindex', KEYS[2], 0)
+        if not holder and head and head ~= ARGV[4] then
+            hand_over(KEYS[1], KEYS[2], ARGV[5])  -- free, with waiters ahead of us: theirs first
+            holder = redis.call('get', KEYS[1])
+        end
         if holder == ARGV[1] then
+            redis.call('pexpire', KEYS[1], ARGV[2])  -- a hand-off claim becomes a full lease
             return {1, ARGV[4]}
         end
-        while true do
-            local head = redis.call('lindex', KEYS[2], 0)
-            if not head or tonumber(string.match(head, '^(%d+):')) >= now then break end
-            redis.call('lpop', KEYS[2])
+        if not holder then
+            if ARGV[4] ~= '' then
+                redis.call('lrem', KEYS[2], 1, ARGV[4])
+            end
+            redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+            return {1, ARGV[4]}
         end
         local entry = ARGV[4]
-        local head = redis.call('lindex', KEYS[2], 0)
-        if not holder and (not head or head == entry) then
-            if head then redis.call('lpop', KEYS[2]) end
-            redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
-            return {1, entry}
-        end
         if entry == '' then
             entry = (now + tonumber(ARGV[3])) .. ':' .. ARGV[1]
             redis.call('rpush', KEYS[2], entry)
-            redis.call('pexpire', KEYS[2], tonumber(ARGV[3]) + tonumber(ARGV[2]))
+        elseif not redis.call('lpos', KEYS[2], entry) then
+            redis.call('lpush', KEYS[2], entry)  -- our claim lapsed before we woke: back to the front
         end
+        redis.call('pexpire', KEYS[2], tonumber(ARGV[3]) + tonumber(ARGV[2]))
         return {0, entry}
     """
     )
 
-    # KEYS: lock, queue. ARGV: token, ttl_ms. Returns 0 if the lock is no longer ours.
+    # KEYS: lock, queue. ARGV: token, claim_ms. Returns 0 if the lock is no longer ours.
     LUA_RELEASE_SCRIPT = (
-        _NOW_MS
+        _PRELUDE
         + """
         if redis.call('get', KEYS[1]) ~= ARGV[1] then
             return 0
         end
-        while true do
-            local entry = redis.call('lpop', KEYS[2])
-            if not entry then
-                redis.call('del', KEYS[1])
-                return 1
-            end
-            local deadline, waiter = string.match(entry, '^(%d+):(.+)$')
-            if tonumber(deadline) >= now then
-                redis.call('set', KEYS[1], waiter, 'PX', ARGV[2])
-                local wake = KEYS[1] .. ':wake:' .. waiter
-                redis.call('rpush', wake, 1)
-                redis.call('pexpire', wake, ARGV[2])
-                return 1
-            end
+        if not hand_over(KEYS[1], KEYS[2], ARGV[2]) then
+            redis.call('del', KEYS[1])
         end
+        return 1
+    """
+    )
+
+    # KEYS: lock, queue. ARGV: token, entry, ttl_ms, keep (1: keep a lock handed to us), claim_ms.
+    # Leaves the queue; returns 1 if we hold the lock after all.
+    LUA_ABANDON_SCRIPT = (
+        _PRELUDE
+        + """
+        redis.call('lrem', KEYS[2], 1, ARGV[2])
+        if redis.call('get', KEYS[1]) ~= ARGV[1] then
+            return 0
+        end
+        if ARGV[4] == '1' then
+            redis.call('pexpire', KEYS[1], ARGV[3])
+            return 1
+        end
+        if not hand_over(KEYS[1], KEYS[2], ARGV[5]) then
+            redis.call('del', KEYS[1])
+        end
+        return 0
     """
     )
 
@@ -111,42 +146,57 @@ class QueuedLock(Lock):
         cls = type(self)
         if cls.lua_acquire is None:
             cls.lua_acquire = self.redis.register_script(cls.LUA_ACQUIRE_SCRIPT)
+            cls.lua_abandon = self.redis.register_script(cls.LUA_ABANDON_SCRIPT)
         super().register_scripts()
 
     @property
-    def _ttl_ms(self) -> int:
-        return int(self.timeout * 1000)
+    def _queue(self) -> str:
+        return f"{self.name}:queue"
+
+    def _ms(self, seconds: float) -> int:
+        return max(int(seconds * 1000), 1)
 
     def acquire(self, sleep=None, blocking=None, blocking_timeout=None, token=None) -> bool:
-        token = (token or uuid.uuid4().hex).encode() if not isinstance(token, bytes) else token
+        token = token if isinstance(token, bytes) else (token or uuid.uuid4().hex).encode()
         blocking = self.blocking if blocking is None else blocking
         wait = (self.blocking_timeout if blocking_timeout is None else blocking_timeout) if blocking else 0
+        wait = 24 * 3600 if wait is None else wait  # redis-py's None: wait (practically) forever
         poll = sleep or self.sleep
-        queue = f"{self.name}:queue"
+        ttl_ms, claim_ms = self._ms(self.timeout), self._ms(settings.LOCK_HANDOFF_CLAIM_SECONDS)
         wake = f"{self.name}:wake:{token.decode()}"
         deadline = time.monotonic() + wait
         entry = b""
-        while True:
-            got, entry = self.lua_acquire(
-                keys=[self.name, queue], args=[token, self._ttl_ms, int(wait * 1000), entry], client=self.redis
-            )
-            remaining = deadline - time.monotonic()
-            if got or remaining <= 0:
-                break
-            self.redis.blpop([wake], timeout=min(poll, remaining))
-        if not got and entry:
-            # Leave the queue. If a release handed us the lock meanwhile, it is ours after all.
-            self.redis.lrem(queue, 1, entry)
-            got = self.redis.get(self.name) == token
-        self.redis.delete(wake)
+        try:
+            while True:
+                got, entry = self.lua_acquire(
+                    keys=[self.name, self._queue],
+                    args=[token, ttl_ms, self._ms(wait), entry, claim_ms],
+                    client=self.redis,
+                )
+                remaining = deadline - time.monotonic()
+                if got or remaining <= 0:
+                    break
+                self.redis.blpop([wake], timeout=min(poll, remaining))
+            if not got and entry:
+                got = self.lua_abandon(
+                    keys=[self.name, self._queue], args=[token, entry, ttl_ms, 1, claim_ms], client=self.redis
+                )
+        except BaseException:
+            # Interrupted (a time limit, Ctrl-C): leave the queue and pass on a lock handed to us.
+            if entry:
+                self.lua_abandon(
+                    keys=[self.name, self._queue], args=[token, entry, ttl_ms, 0, claim_ms], client=self.redis
+                )
+            raise
+        finally:
+            self.redis.delete(wake)
         if got:
             self.local.token = token
         return bool(got)
 
     def do_release(self, expected_token) -> None:
-        if not self.lua_release(
-            keys=[self.name, f"{self.name}:queue"], args=[expected_token, self._ttl_ms], client=self.redis
-        ):
+        claim_ms = self._ms(settings.LOCK_HANDOFF_CLAIM_SECONDS)
+        if not self.lua_release(keys=[self.name, self._queue], args=[expected_token, claim_ms], client=self.redis):
             raise LockNotOwnedError("Cannot release a lock that's no longer owned", lock_name=self.name)
 
 
@@ -170,34 +220,47 @@ def sku_locks(skus: Iterable[str], *, wait: float | None = None) -> Iterator[Non
     client = caches[settings.LOCK_CACHE_ALIAS].client
     acquired: list[tuple[str, Lock]] = []
     _held.skus, _held.pid = set(), os.getpid()
+    started = time.monotonic()
+    deadline = started + (settings.LOCK_WAIT_SECONDS if wait is None else wait)  # one budget for the set
     try:
         for sku in wanted:
-            started = time.monotonic()
             try:
                 lock = client.get_client(write=True).lock(
                     client.make_key(lock_key(sku)),
                     timeout=settings.LOCK_TTL_SECONDS,
                     sleep=settings.LOCK_POLL_SECONDS,
-                    blocking_timeout=settings.LOCK_WAIT_SECONDS if wait is None else wait,
                     lock_class=QueuedLock,
                 )
-                got = lock.acquire()
+                got = lock.acquire(blocking_timeout=max(deadline - time.monotonic(), 0))
             except redis.RedisError as exc:
                 logger.error("lock service unreachable while locking %s: %s", sku, exc)
                 raise LockUnavailable(skus=[sku]) from exc
             waited = time.monotonic() - started
             if not got:
-                logger.warning("lock_timeout: gave up on %s after %.3fs (holding %s)", sku, waited, _held.skus)
+                logger.warning("lock_timeout: gave up on %s after %.3fs, holding %s", sku, waited, sorted(_held.skus))
                 raise LockTimeout(skus=[sku], waited_seconds=round(waited, 3))
-            if waited >= settings.LOCK_WAIT_LOG_SECONDS:
-                logger.info("lock wait: %s took %.3fs to acquire", sku, waited)
             acquired.append((sku, lock))
             _held.skus.add(sku)
+        waited = time.monotonic() - started
+        if waited >= settings.LOCK_WAIT_LOG_SECONDS:
+            logger.info("lock wait: %s took %.3fs to acquire", ",".join(wanted), waited)
+        if len(acquired) > 1 and waited > settings.LOCK_TTL_SECONDS / 10:
+            _renew(acquired)  # the first locks aged while we queued for the others
         yield
     finally:
         _held.skus = set()
         for sku, lock in reversed(acquired):
             _release(sku, lock)
+
+
+def _renew(acquired: list[tuple[str, Lock]]) -> None:
+    """Give every held lock a full TTL again; if one already lapsed, give up rather than run unlocked."""
+    for sku, lock in acquired:
+        try:
+            lock.extend(settings.LOCK_TTL_SECONDS, replace_ttl=True)
+        except LockNotOwnedError as exc:
+            logger.warning("lock_timeout: the lock on %s lapsed while waiting for the others", sku)
+            raise LockTimeout(skus=[sku]) from exc
 
 
 def _release(sku: str, lock: Lock) -> None:

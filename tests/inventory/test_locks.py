@@ -1,5 +1,7 @@
 import logging
+import multiprocessing
 import os
+import signal
 import threading
 import time
 
@@ -147,3 +149,102 @@ def _try_briefly(sku):
             os._exit(1)  # must not get the lock while the parent holds it
     except LockTimeout:
         os._exit(0)
+
+
+def _wait_in_queue_then_die(sku):
+    with override_settings(LOCK_WAIT_SECONDS=30):
+        with locks.sku_locks([sku]):
+            os._exit(3)  # never reached while the parent holds the lock
+
+
+def _queued_waiters(sku):
+    return redis_client().llen(full_key(sku) + ":queue")
+
+
+def _wait_until(predicate, timeout=10):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_a_waiter_killed_in_the_queue_costs_the_next_buyer_one_short_claim_not_a_ttl():
+    ctx = multiprocessing.get_context("fork")
+    with locks.sku_locks(["MUG"]):
+        child = ctx.Process(target=_wait_in_queue_then_die, args=("MUG",))
+        child.start()
+        _wait_until(lambda: _queued_waiters("MUG") == 1)
+        os.kill(child.pid, signal.SIGKILL)
+        child.join()
+    started = time.monotonic()  # our release handed the lock to the dead waiter on a claim
+    with locks.sku_locks(["MUG"]):
+        waited = time.monotonic() - started
+    assert waited < settings.LOCK_HANDOFF_CLAIM_SECONDS + 0.5 < settings.LOCK_TTL_SECONDS
+
+
+def test_a_dead_waiter_at_the_head_of_the_queue_does_not_block_a_free_lock():
+    ctx = multiprocessing.get_context("fork")
+    crashed = caches[settings.LOCK_CACHE_ALIAS].lock(locks.lock_key("MUG"), timeout=0.5)
+    assert crashed.acquire(blocking=False)  # a holder that will crash: its lock simply expires
+    child = ctx.Process(target=_wait_in_queue_then_die, args=("MUG",))
+    child.start()
+    _wait_until(lambda: _queued_waiters("MUG") == 1)
+    os.kill(child.pid, signal.SIGKILL)
+    child.join()
+    started = time.monotonic()
+    with locks.sku_locks(["MUG"]):
+        waited = time.monotonic() - started
+    assert waited < 0.5 + settings.LOCK_HANDOFF_CLAIM_SECONDS + 0.5
+
+
+class SoftTimeLimit(Exception):
+    """Stands in for Celery's SoftTimeLimitExceeded, raised by a signal in the middle of a wait."""
+
+
+def _interrupted_while_waiting(sku):
+    def time_limit(signum, frame):
+        raise SoftTimeLimit()
+
+    signal.signal(signal.SIGALRM, time_limit)
+    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    try:
+        with override_settings(LOCK_WAIT_SECONDS=30):
+            with locks.sku_locks([sku]):
+                os._exit(3)
+    except SoftTimeLimit:
+        os._exit(0)
+
+
+def test_a_waiter_interrupted_by_a_time_limit_leaves_the_queue():
+    with locks.sku_locks(["MUG"]):
+        assert run_process(_interrupted_while_waiting, sku="MUG") == 0
+        assert _queued_waiters("MUG") == 0
+    started = time.monotonic()
+    with locks.sku_locks(["MUG"]):
+        assert time.monotonic() - started < 0.2
+
+
+def test_several_skus_share_one_wait_budget():
+    other = caches[settings.LOCK_CACHE_ALIAS].lock(locks.lock_key("TEE"), timeout=10)
+    assert other.acquire(blocking=False)
+    started = time.monotonic()
+    with override_settings(LOCK_WAIT_SECONDS=0.5), pytest.raises(LockTimeout):
+        with locks.sku_locks(["CAP", "MUG", "TEE"]):
+            pass
+    assert time.monotonic() - started < 0.9
+    other.release()
+
+
+def test_locks_taken_after_a_long_wait_all_get_a_fresh_ttl():
+    other = caches[settings.LOCK_CACHE_ALIAS].lock(locks.lock_key("TEE"), timeout=0.6)
+    assert other.acquire(blocking=False)  # expires by itself after 0.6 s
+    with override_settings(LOCK_TTL_SECONDS=2):
+        with locks.sku_locks(["MUG", "TEE"]):  # MUG at once, then ~0.6 s queued for TEE
+            assert redis_client().pttl(full_key("MUG")) > 1700
+
+
+def test_wait_forever_is_accepted():
+    client = caches[settings.LOCK_CACHE_ALIAS].client
+    lock = client.get_client().lock(client.make_key("free"), timeout=5, lock_class=locks.QueuedLock)
+    assert lock.acquire(blocking_timeout=None)
+    lock.release()
