@@ -2,11 +2,15 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
-from shop.basemodels import BaseModel, TimestampedModel, TimestampedQuerySet
+from shop.basemodels import TimestampedModel, TimestampedQuerySet
 
 
-class Stock(BaseModel):
-    """Counters for one product. Changed only by ``inventory.services`` with guarded UPDATEs."""
+class Stock(TimestampedModel):
+    """Counters for one product. Changed only by ``inventory.services`` with guarded UPDATEs.
+
+    Not soft-deletable: hiding a stock row would strand its reservations and unbalance the books.
+    Retire a product by deactivating or deleting the product; its stock row stays.
+    """
 
     product = models.OneToOneField("shop.Product", on_delete=models.PROTECT, related_name="stock")
     on_hand = models.IntegerField(default=0)
@@ -14,7 +18,7 @@ class Stock(BaseModel):
     # Bumped by every change: lets editors compare-and-set instead of overwriting blindly.
     version = models.PositiveIntegerField(default=0)
 
-    class Meta(BaseModel.Meta):
+    class Meta:
         ordering = ["product_id"]
         constraints = [
             models.CheckConstraint(condition=Q(on_hand__gte=0), name="stock_on_hand_non_negative"),
@@ -30,8 +34,12 @@ class Stock(BaseModel):
         return self.on_hand - self.reserved
 
 
-class Reservation(BaseModel):
-    """Units of one order line held for the customer until paid, released, or expired."""
+class Reservation(TimestampedModel):
+    """Units of one order line held for the customer until paid, released, or expired.
+
+    Not soft-deletable: a hidden active reservation would hold its units forever. It ends by
+    being committed or released, and the ledger keeps its history.
+    """
 
     class State(models.TextChoices):
         ACTIVE = "active", "Active"
@@ -50,7 +58,7 @@ class Reservation(BaseModel):
     expires_at = models.DateTimeField(db_index=True)
     release_reason = models.CharField(max_length=32, choices=ReleaseReason.choices, blank=True)
 
-    class Meta(BaseModel.Meta):
+    class Meta:
         ordering = ["id"]
         constraints = [
             models.CheckConstraint(condition=Q(quantity__gt=0), name="reservation_quantity_positive"),

@@ -37,14 +37,14 @@ def _sum_per_stock(queryset, field, *, link="stock", outer="pk"):
 
 def stock_books(*, skus=None) -> list[StockBooks]:
     """Per stock: counters beside the ledger sums and the active reservations (one query)."""
-    stocks = Stock.all_objects.select_related("product").order_by("product__sku")
+    stocks = Stock.objects.select_related("product").order_by("product__sku")
     if skus:
         stocks = stocks.filter(product__sku__in=skus)
     stocks = stocks.annotate(
         ledger_on_hand=_sum_per_stock(StockMovement.objects.all(), "on_hand_delta"),
         ledger_reserved=_sum_per_stock(StockMovement.objects.all(), "reserved_delta"),
         active_reserved=_sum_per_stock(
-            Reservation.all_objects.filter(state=Reservation.State.ACTIVE),
+            Reservation.objects.filter(state=Reservation.State.ACTIVE),
             "quantity",
             link="product",
             outer="product_id",

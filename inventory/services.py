@@ -310,27 +310,30 @@ def _stock_change(*, sku, kind, reason, actor, delta=None, set_to=None, expected
 
 def stock_rebuild_from_ledger(*, sku: str) -> Stock:
     """Set the counters to the ledger sums (the ledger is the record of truth), under the lock."""
-    with stock_section(skus=[sku]):
-        stock = Stock.all_objects.select_related("product").get(product__sku=sku)
-        product = stock.product
+    product = product_get_for_stock(sku=sku.strip().upper())
+    with stock_section(skus=[product.sku]):
+        stock = Stock.objects.get(product=product)
         sums = StockMovement.objects.filter(stock=stock).aggregate(
             on_hand=Sum("on_hand_delta"), reserved=Sum("reserved_delta")
         )
         on_hand, reserved = sums["on_hand"] or 0, sums["reserved"] or 0
-        if (stock.on_hand, stock.reserved) != (on_hand, reserved):
-            try:
-                Stock.all_objects.filter(pk=stock.pk).update(
-                    on_hand=on_hand, reserved=reserved, version=F("version") + 1
-                )
-            except IntegrityError as exc:
-                raise LedgerInconsistent(sku=product.sku, ledger_on_hand=on_hand, ledger_reserved=reserved) from exc
-            logger.warning(
-                "stock drift fixed on %s: on_hand %d -> %d, reserved %d -> %d (rebuilt from the ledger)",
-                product.sku,
-                stock.on_hand,
-                on_hand,
-                stock.reserved,
-                reserved,
+        if (stock.on_hand, stock.reserved) == (on_hand, reserved):
+            return stock
+        try:
+            rebuilt = Stock.objects.filter(pk=stock.pk, version=stock.version).update(
+                on_hand=on_hand, reserved=reserved, version=F("version") + 1
             )
-            stock.refresh_from_db()
+        except IntegrityError as exc:
+            raise LedgerInconsistent(sku=product.sku, ledger_on_hand=on_hand, ledger_reserved=reserved) from exc
+        if not rebuilt:
+            raise StaleStock(sku=product.sku)
+        logger.warning(
+            "stock drift fixed on %s: on_hand %d -> %d, reserved %d -> %d (rebuilt from the ledger)",
+            product.sku,
+            stock.on_hand,
+            on_hand,
+            stock.reserved,
+            reserved,
+        )
+        stock.refresh_from_db()
     return stock

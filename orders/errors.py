@@ -26,3 +26,8 @@ class PaymentDeclined(DomainError):
 class OrderNotCancellable(DomainError):
     code = "order_not_cancellable"
     default_detail = "A paid order cannot be cancelled."
+
+
+class OrderNotFound(DomainError):
+    code = "order_not_found"
+    default_detail = "No such order."

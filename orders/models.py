@@ -30,6 +30,8 @@ class Order(BaseModel):
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.AWAITING_PAYMENT, db_index=True)
     expires_at = models.DateTimeField(db_index=True)
     idempotency_key = models.CharField(max_length=64)
+    # Whose key it is: "user:<id>" or "email:<address>", so guests' keys are unique too.
+    idempotency_scope = models.CharField(max_length=300, editable=False)
     # Hash of the normalised lines: a replay with the same key must carry the same request.
     request_fingerprint = models.CharField(max_length=64, editable=False)
     paid_at = models.DateTimeField(null=True, blank=True)
@@ -41,7 +43,9 @@ class Order(BaseModel):
     class Meta(BaseModel.Meta):
         ordering = ["-created_at", "-id"]
         constraints = [
-            models.UniqueConstraint(fields=["customer", "idempotency_key"], name="order_idempotency_key_per_customer"),
+            models.UniqueConstraint(
+                fields=["idempotency_scope", "idempotency_key"], name="order_idempotency_key_per_customer"
+            ),
             models.CheckConstraint(condition=~Q(idempotency_key=""), name="order_idempotency_key_present"),
         ]
 

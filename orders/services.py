@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import EmailValidator
 from django.db import IntegrityError, transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
@@ -25,7 +27,14 @@ from inventory.services import (
     stock_reserve,
     stock_section,
 )
-from orders.errors import IdempotencyConflict, OrderExpired, OrderNotCancellable, OrderNotPayable, PaymentDeclined
+from orders.errors import (
+    IdempotencyConflict,
+    OrderExpired,
+    OrderNotCancellable,
+    OrderNotFound,
+    OrderNotPayable,
+    PaymentDeclined,
+)
 from orders.models import Order, OrderLine
 from orders.payments import payment_gateway
 from orders.selectors import order_list_final_holding_stock, order_list_overdue, order_list_overdue_holding
@@ -44,10 +53,25 @@ def _fingerprint(lines) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _order_replay(*, customer, email: str, idempotency_key: str, fingerprint: str) -> Order | None:
+def _idempotency_scope(*, customer, email) -> tuple[str, str]:
+    """Whose idempotency keys these are, and the normalised email. Guests need a valid email."""
+    if email in (None, "") and customer is not None:
+        return f"user:{customer.pk}", ""
+    if not isinstance(email, str):
+        raise InvalidInput(fields={"email": "Give an email address."})
+    email = email.strip().lower()
+    try:
+        EmailValidator()(email)
+    except ValidationError:
+        raise InvalidInput(fields={"email": "Give a valid email address."}) from None
+    if len(email) > 254:
+        raise InvalidInput(fields={"email": "At most 254 characters."})
+    return (f"user:{customer.pk}" if customer is not None else f"email:{email}"), email
+
+
+def _order_replay(*, scope: str, idempotency_key: str, fingerprint: str) -> Order | None:
     """The order an earlier request with this key placed, if any; a different request is a conflict."""
-    scope = {"customer": customer} if customer is not None else {"customer__isnull": True, "email": email}
-    order = Order.all_objects.filter(idempotency_key=idempotency_key, **scope).first()
+    order = Order.all_objects.filter(idempotency_scope=scope, idempotency_key=idempotency_key).first()
     if order is not None and order.request_fingerprint != fingerprint:
         raise IdempotencyConflict(number=order.number)
     return order
@@ -68,12 +92,8 @@ def order_place(*, customer=None, email: str = "", items, idempotency_key: str) 
     lines = stock_lines_validate(lines=items)
     if not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key.strip()) <= 64:
         raise InvalidInput(fields={"idempotency_key": "Give a key of 1 to 64 characters."})
-    replay = {
-        "customer": customer,
-        "email": email,
-        "idempotency_key": idempotency_key.strip(),
-        "fingerprint": _fingerprint(lines),
-    }
+    scope, email = _idempotency_scope(customer=customer, email=email)
+    replay = {"scope": scope, "idempotency_key": idempotency_key.strip(), "fingerprint": _fingerprint(lines)}
     if existing := _order_replay(**replay):
         return existing
     skus = [line.sku for line in lines]
@@ -116,6 +136,7 @@ def _order_create_reserved(*, customer, email, replay, lines, products) -> Order
             customer=customer,
             email=email,
             idempotency_key=replay["idempotency_key"],
+            idempotency_scope=replay["scope"],
             request_fingerprint=replay["fingerprint"],
             expires_at=expires_at,
         )
@@ -144,41 +165,68 @@ def _orders_expire_overdue_holding(*, skus) -> int:
     return expired
 
 
+def _order_reload(order: Order) -> Order:
+    """The order as it is now (call under its stock section); a deleted order is gone for customers."""
+    current = Order.all_objects.filter(pk=order.pk).first()
+    if current is None or current.is_deleted:
+        raise OrderNotFound(number=order.number)
+    return current
+
+
 def order_pay(*, order: Order, payment_token: str = "") -> Order:
-    """Charge and commit the reservation. Paid again: the same order. Expired: re-reserve if stock allows."""
-    declined = None
+    """Charge the order and commit its reservation. Paid already: the same order. Expired: reserved again if
+    stock allows. The gateway is called outside any lock or transaction, so a slow gateway never holds up
+    other buyers; whoever changes the status first wins, and a charge that loses is refunded.
+    """
     with stock_section(skus=order.skus):
-        order = Order.objects.get(pk=order.pk)
+        order = _order_reload(order)
         if order.status == Status.PAID:
             return order
         if order.status in (Status.CANCELLED, Status.PAYMENT_FAILED):
             raise OrderNotPayable(number=order.number, status=order.status)
         if order.status == Status.EXPIRED:
             _order_reserve_again(order)
-        gateway = payment_gateway()
-        result = gateway.charge(order=order, amount=order.total, token=payment_token)
-        if result.succeeded:
-            paid = _order_transition(
-                order,
-                from_statuses=[Status.AWAITING_PAYMENT],
-                to=Status.PAID,
-                paid_at=timezone.now(),
-                payment_reference=result.reference,
-            )
-            if not paid:
-                gateway.refund(order=order, reference=result.reference)
-                raise OrderNotPayable(number=order.number, status=order.status)
-            stock_commit(order=order)
-        else:
-            if _order_transition(order, from_statuses=[Status.AWAITING_PAYMENT], to=Status.PAYMENT_FAILED):
-                stock_release(order=order, reason=Reservation.ReleaseReason.PAYMENT_FAILED)
-            declined = result
-    if declined is not None:
-        raise PaymentDeclined(number=order.number, message=declined.message)
+
+    gateway = payment_gateway()
+    charge = gateway.charge(order=order, amount=order.total, token=payment_token)
+
+    try:
+        with stock_section(skus=order.skus):
+            order = _order_reload(order)
+            already_paid = order.status == Status.PAID  # a concurrent payment (a double click) won
+            if not charge.succeeded and not already_paid:
+                if _order_transition(order, from_statuses=[Status.AWAITING_PAYMENT], to=Status.PAYMENT_FAILED):
+                    stock_release(order=order, reason=Reservation.ReleaseReason.PAYMENT_FAILED)
+            elif charge.succeeded and not already_paid:
+                if order.status == Status.EXPIRED:  # the sweeper won while the gateway worked
+                    _order_reserve_again(order)
+                paid_now = _order_transition(
+                    order,
+                    from_statuses=[Status.AWAITING_PAYMENT],
+                    to=Status.PAID,
+                    paid_at=timezone.now(),
+                    payment_reference=charge.reference,
+                )
+                if not paid_now:
+                    raise OrderNotPayable(number=order.number, status=order.status)
+                stock_commit(order=order)
+    except Exception:
+        if charge.succeeded:
+            gateway.refund(order=order, reference=charge.reference)
+            logger.warning("payment %s for order %s refunded: the order could not be paid", charge.reference, order)
+        raise
+    if already_paid:
+        if charge.succeeded:
+            gateway.refund(order=order, reference=charge.reference)
+        return order
+    if not charge.succeeded:
+        raise PaymentDeclined(number=order.number, message=charge.message)
     return order
 
 
 def _order_reserve_again(order: Order) -> None:
+    """Reserve an expired order's lines anew (its products must still be for sale)."""
+    product_map_orderable(skus=order.skus)
     expires_at = timezone.now() + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
     if not _order_transition(order, from_statuses=[Status.EXPIRED], to=Status.AWAITING_PAYMENT, expires_at=expires_at):
         raise OrderNotPayable(number=order.number, status=order.status)
@@ -219,7 +267,7 @@ def order_fail_payment(*, order: Order) -> bool:
 def order_cancel(*, order: Order) -> Order:
     """Cancel an unpaid order and release its stock. Cancelling twice returns the same order."""
     with stock_section(skus=order.skus):
-        order = Order.objects.get(pk=order.pk)
+        order = _order_reload(order)
         if order.status == Status.PAID:
             raise OrderNotCancellable(number=order.number)
         if _order_transition(

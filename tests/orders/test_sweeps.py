@@ -1,13 +1,15 @@
 """Sweeps on real MariaDB + Redis: bounded, exactly once, never a paid order, never blocked by one bad order."""
 
+import threading
+from contextlib import contextmanager
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
 import orders.services
+from inventory.locks import sku_locks
 from inventory.models import Reservation, StockMovement
-from inventory.services import stock_section
 from orders.models import Order
 from orders.services import (
     order_fail_payment,
@@ -67,7 +69,7 @@ def test_one_bad_order_does_not_stop_the_batch_and_a_busy_one_is_retried_later(m
         return real_expire(order=order)
 
     monkeypatch.setattr(orders.services, "order_expire", expire_or_break)
-    with stock_section(skus=["TEE"]):  # a payment in flight holds TEE
+    with holding(["TEE"]):  # a payment in flight holds TEE
         sweep = order_release_expired(batch_size=10)
 
     assert sweep.done == 1 and sorted(sweep.skipped) == sorted([bad.number, busy.number])
@@ -78,6 +80,26 @@ def test_one_bad_order_does_not_stop_the_batch_and_a_busy_one_is_retried_later(m
     Order.objects.update(sweep_lease_until=timezone.now() - timedelta(seconds=1))  # the lease lapses
     assert order_release_expired(batch_size=10).done == 2
     assert_books_balance(mug, tee)
+
+
+@contextmanager
+def holding(skus):
+    """Hold the SKUs' locks from another thread (as another process's payment would) for the block."""
+    taken, done = threading.Event(), threading.Event()
+
+    def hold():
+        with sku_locks(skus):
+            taken.set()
+            done.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    taken.wait(10)
+    try:
+        yield
+    finally:
+        done.set()
+        holder.join()
 
 
 def _sweep(batch_size):

@@ -171,14 +171,14 @@ def test_bad_order_input_raises_a_typed_error_and_changes_nothing(make_product, 
     make_product(sku="OLD", stock=10, is_active=False)
     make_product(sku="GONE", stock=10).delete()
     movements_before = StockMovement.objects.count()
-    stocks_before = list(Stock.all_objects.values_list("on_hand", "reserved", "version"))
+    stocks_before = list(Stock.objects.values_list("on_hand", "reserved", "version"))
 
     with pytest.raises(error_type) as error:
         order_place(customer=customer, items=items, idempotency_key="k")
 
     assert error.value.code == code
     assert StockMovement.objects.count() == movements_before
-    assert list(Stock.all_objects.values_list("on_hand", "reserved", "version")) == stocks_before
+    assert list(Stock.objects.values_list("on_hand", "reserved", "version")) == stocks_before
     assert not Order.all_objects.exists()
     assert_books_balance(mug)
 
@@ -204,14 +204,14 @@ def test_bad_order_input_raises_a_typed_error_and_changes_nothing(make_product, 
 def test_bad_stock_edits_raise_a_typed_error_and_change_nothing(make_product, call, code):
     mug = make_product(sku="MUG", stock=10)
     make_product(sku="GONE", stock=1).delete()
-    before = list(Stock.all_objects.values_list("on_hand", "reserved", "version"))
+    before = list(Stock.objects.values_list("on_hand", "reserved", "version"))
     movements_before = StockMovement.objects.count()
 
     with pytest.raises(Exception) as error:
         call()
 
     assert getattr(error.value, "code", None) == code
-    assert list(Stock.all_objects.values_list("on_hand", "reserved", "version")) == before
+    assert list(Stock.objects.values_list("on_hand", "reserved", "version")) == before
     assert StockMovement.objects.count() == movements_before
     assert_books_balance(mug)
 
