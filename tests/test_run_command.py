@@ -4,6 +4,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -70,3 +71,33 @@ def test_with_database_and_redis_urls_it_uses_mysql_and_redis():
     assert f"Mode: configured (database at mysql://***@{db['HOST']}" in output
     assert f"Redis at {settings.REDIS_URL}" in output
     assert status == 200
+
+
+def test_in_embedded_mode_the_lock_store_is_shared_by_every_process(tmp_path):
+    """SQLite + the embedded server, 4 buyer processes: the service still sells exactly its stock."""
+    port = free_port()
+    env = {
+        "PATH": os.environ["PATH"],
+        "SQLITE_PATH": str(tmp_path / "shop.sqlite3"),
+        "EMBEDDED_REDIS_PORT": str(port),
+        "LOG_LEVEL": "WARNING",
+    }
+    server = subprocess.Popen([sys.executable, "-m", "config.embedded_redis", "--port", str(port)], cwd=ROOT, env=env)
+    try:
+        manage = [sys.executable, "manage.py"]
+        subprocess.run([*manage, "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=120)
+        demo = subprocess.run(
+            [*manage, "oversell_demo", "--strategy", "service", "--workers", "4", "--stock", "10", "--attempts", "40"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+    finally:
+        server.terminate()
+        server.wait(10)
+    assert demo.returncode == 0, demo.stderr
+    assert "sqlite database" in demo.stdout
+    row = next(line for line in demo.stdout.splitlines() if line.startswith("service"))
+    assert row.split() == ["service", "40", "10", "0", "0", "0", "correct"]

@@ -3,8 +3,9 @@ import time
 import pytest
 
 from inventory.errors import ProductUnavailable
-from inventory.services import stock_restock
-from orders.services import order_place
+from inventory.models import Reservation
+from inventory.services import stock_adjust, stock_restock
+from orders.services import order_cancel, order_pay, order_place
 from shop.models import Product
 from tests.conftest import stock_of
 
@@ -49,12 +50,25 @@ def test_deleted_product_cannot_be_ordered(make_product, customer):
 
 def test_updated_at_moves_on_every_service_update(make_product, customer):
     product = make_product(sku="CAP", stock=5)
-    before = stock_of(product).updated_at
-    time.sleep(0.01)
-    stock_restock(sku="CAP", quantity=1, reason="delivery")
-    after_restock = stock_of(product).updated_at
-    assert after_restock > before
+    stamps = [stock_of(product).updated_at]
 
-    time.sleep(0.01)
-    order_place(customer=customer, items=[{"sku": "CAP", "quantity": 1}], idempotency_key="k2")
-    assert stock_of(product).updated_at > after_restock
+    def moved(*rows):
+        time.sleep(0.002)
+        for row in rows:
+            row.refresh_from_db()
+        current = [row.updated_at for row in rows]
+        assert all(stamp > stamps[-1] for stamp in current), current
+        stamps.append(max(current))
+
+    stock_restock(sku="CAP", quantity=1, reason="delivery")
+    moved(stock_of(product))
+    stock_adjust(sku="CAP", delta=-1, reason="broken")
+    moved(stock_of(product))
+    paid = order_place(customer=customer, items=[{"sku": "CAP", "quantity": 1}], idempotency_key="k1")
+    moved(stock_of(product))
+    order_pay(order=paid)  # status, commit of the reservation, stock counters
+    moved(paid, stock_of(product), Reservation.objects.get(order_line__order=paid))
+    cancelled = order_place(customer=customer, items=[{"sku": "CAP", "quantity": 1}], idempotency_key="k2")
+    moved(stock_of(product))
+    order_cancel(order=cancelled)  # status, release, counters
+    moved(cancelled, stock_of(product), Reservation.objects.get(order_line__order=cancelled))
