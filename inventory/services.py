@@ -187,8 +187,9 @@ def _reservations_settle(*, order, state: str, reason: str = "") -> list[Reserva
     kind = StockMovement.Kind.COMMIT if committing else StockMovement.Kind.RELEASE
     order_reservations = Reservation.objects.filter(order_line__order=order)
     with stock_section(skus=order.skus):
-        active = list(order_reservations.filter(state=Reservation.State.ACTIVE).order_by("product_id"))
-        stocks = _stocks_by_product(reservation.product_id for reservation in active)
+        active = order_reservations.filter(state=Reservation.State.ACTIVE).select_related("product__stock")
+        active = list(active.order_by("product_id"))
+        stocks = {reservation.product_id: reservation.product.stock for reservation in active}
         movements = []
         for reservation in active:
             # The state flip is itself conditional, so a reservation settles once even if a lock is lost.

@@ -1,4 +1,5 @@
 import secrets
+from functools import cached_property
 
 from django.conf import settings
 from django.db import models
@@ -56,9 +57,12 @@ class Order(BaseModel):
     def total(self):
         return sum((line.line_total for line in self.lines.all()), start=0)
 
-    @property
+    @cached_property
     def skus(self) -> list[str]:
-        return sorted(line.product.sku for line in self.lines.select_related("product"))
+        """The SKUs to lock for this order (lines never change once placed)."""
+        prefetched = "lines" in getattr(self, "_prefetched_objects_cache", {})
+        lines = self.lines.all() if prefetched else self.lines.select_related("product")
+        return sorted(line.product.sku for line in lines)
 
 
 class OrderLine(BaseModel):
