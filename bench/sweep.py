@@ -26,7 +26,6 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection, connections, transaction  # noqa: E402
 from django.db.models import F, OuterRef, Subquery, Sum  # noqa: E402
 from django.db.models.functions import Coalesce  # noqa: E402
-from django.test.utils import CaptureQueriesContext  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from inventory.models import Reservation, Stock, StockMovement  # noqa: E402
@@ -91,7 +90,8 @@ def build(orders: int, skus: int) -> None:
 def ours(workers: int, batch: int) -> tuple[int, int]:
     """Returns (orders released, queries issued by the single-sweeper run or 0)."""
     if workers == 1:
-        with CaptureQueriesContext(connection) as queries:
+        queries = []
+        with connection.execute_wrapper(lambda execute, sql, *args: queries.append(sql) or execute(sql, *args)):
             done = order_release_expired(batch_size=batch).done
         return done, len(queries)
     connections.close_all()

@@ -9,11 +9,9 @@ from orders.models import Order
 FINAL_STATUSES = [Order.Status.PAID, Order.Status.CANCELLED, Order.Status.EXPIRED, Order.Status.PAYMENT_FAILED]
 
 
-def order_list_overdue(*, after_id: int = 0) -> QuerySet[Order]:
-    """Unpaid orders past their reservation's expiry, in id order from ``after_id`` (slice it to batch)."""
-    return Order.objects.filter(
-        status=Order.Status.AWAITING_PAYMENT, expires_at__lte=timezone.now(), pk__gt=after_id
-    ).order_by("pk")
+def order_list_overdue() -> QuerySet[Order]:
+    """Unpaid orders past their reservation's expiry, oldest first."""
+    return Order.objects.filter(status=Order.Status.AWAITING_PAYMENT, expires_at__lte=timezone.now()).order_by("pk")
 
 
 def order_list_final_holding_stock() -> QuerySet[Order]:
