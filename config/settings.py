@@ -34,6 +34,9 @@ DJANGO_APPS = [
 ]
 THIRD_PARTY_APPS = [
     "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
 ]
 LOCAL_APPS = [
     "shop",
@@ -44,6 +47,7 @@ INSTALLED_APPS = DJANGO_APPS + THIRD_PARTY_APPS + LOCAL_APPS
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -146,6 +150,37 @@ MAX_STOCK_QUANTITY = env.int("MAX_STOCK_QUANTITY", default=1_000_000_000)
 
 PAYMENT_GATEWAY = env("PAYMENT_GATEWAY", default="orders.payments.SimulatedGateway")
 
+# --- API ------------------------------------------------------------------------------------------
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "config.api.Pagination",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "config.api.exception_handler",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+}
+# Orders one customer may place per minute through the API (DRF rate syntax).
+ORDER_THROTTLE_RATE = env("ORDER_THROTTLE_RATE", default="30/minute")
+# Lets a payment be declined on purpose (the API's simulate_failure, the web page's button).
+ALLOW_SIMULATED_PAYMENT_FAILURE = env.bool("ALLOW_SIMULATED_PAYMENT_FAILURE", default=DEBUG)
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Shop API",
+    "DESCRIPTION": "Catalog, orders that reserve stock, payment and staff stock editing. Every refusal "
+    "has the shape {code, detail, fields}.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
 # --- Celery -----------------------------------------------------------------------------------
 # A static beat schedule (not django-celery-beat): the sweeps are part of the product, so their
 # schedule is code, reviewed in git and tuned by environment; beat needs no tables, and there is no
@@ -199,7 +234,9 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "var" / "static"
+# Set STATIC_ROOT to run collectstatic; without it WhiteNoise serves the apps' static files directly.
+STATIC_ROOT = env("STATIC_ROOT", default=None)
+WHITENOISE_USE_FINDERS = True
 
 # --- Logging ----------------------------------------------------------------------------------
 

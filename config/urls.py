@@ -1,9 +1,29 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.authtoken.views import ObtainAuthToken
 
+from inventory import apis as inventory_apis
+from orders import apis as order_apis
+from shop import apis as shop_apis
 from shop import views as shop_views
+
+api_patterns = [
+    path("products/", shop_apis.ProductListApi.as_view(), name="product-list"),
+    path("products/<str:sku>/", shop_apis.ProductDetailApi.as_view(), name="product-detail"),
+    path("orders/", order_apis.OrderCollectionApi.as_view(), name="order-list"),
+    path("orders/<str:number>/", order_apis.OrderDetailApi.as_view(), name="order-detail"),
+    path("orders/<str:number>/pay/", order_apis.OrderPayApi.as_view(), name="order-pay"),
+    path("orders/<str:number>/cancel/", order_apis.OrderCancelApi.as_view(), name="order-cancel"),
+    path("inventory/<str:sku>/", inventory_apis.StockDetailApi.as_view(), name="stock-detail"),
+    path("inventory/<str:sku>/movements/", inventory_apis.StockMovementListApi.as_view(), name="stock-movements"),
+    path("auth/token/", ObtainAuthToken.as_view(), name="auth-token"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+]
 
 urlpatterns = [
     path("", shop_views.catalog, name="catalog"),
     path("admin/", admin.site.urls),
+    path("api/", include((api_patterns, "api"))),
 ]

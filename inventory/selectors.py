@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from django.db.models import IntegerField, OuterRef, Subquery, Sum, Value
+from django.db.models import IntegerField, OuterRef, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
 from inventory.models import Reservation, Stock, StockMovement
@@ -61,3 +61,17 @@ def stock_books(*, skus=None) -> list[StockBooks]:
         )
         for stock in stocks
     ]
+
+
+def stock_find(*, sku: str) -> Stock | None:
+    """The stock of a product that is not deleted (active or not), for staff."""
+    return (
+        Stock.objects.select_related("product")
+        .filter(product__sku=sku.strip().upper(), product__is_deleted=False)
+        .first()
+    )
+
+
+def stock_movement_list(*, stock: Stock) -> QuerySet[StockMovement]:
+    """The ledger of one stock, newest first."""
+    return StockMovement.objects.filter(stock=stock).select_related("order", "actor").order_by("-id")

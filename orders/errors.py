@@ -31,3 +31,13 @@ class OrderNotCancellable(DomainError):
 class OrderNotFound(DomainError):
     code = "order_not_found"
     default_detail = "No such order."
+
+
+class IdempotencyKeyRequired(DomainError):
+    code = "idempotency_key_required"
+    default_detail = "Send an Idempotency-Key header (1 to 64 characters) so the request can be retried safely."
+
+
+class SimulationDisabled(DomainError):
+    code = "simulation_disabled"
+    default_detail = "Simulated payment failures are off on this server."

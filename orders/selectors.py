@@ -23,3 +23,13 @@ def order_list_final_holding_stock() -> QuerySet[Order]:
 def order_list_overdue_holding(*, skus) -> QuerySet[Order]:
     """Overdue unpaid orders with a line for any of ``skus``."""
     return order_list_overdue().filter(lines__product__sku__in=list(skus)).distinct()
+
+
+def order_list_for_customer(*, customer) -> QuerySet[Order]:
+    """A customer's own orders, newest first, with lines and products loaded."""
+    return Order.objects.filter(customer=customer).prefetch_related("lines__product").order_by("-created_at", "-id")
+
+
+def order_find_for_customer(*, customer, number: str) -> Order | None:
+    """The customer's order with this number; another customer's order is as good as missing."""
+    return order_list_for_customer(customer=customer).filter(number=number).first()

@@ -1,5 +1,8 @@
 from collections.abc import Iterable
 
+from django.db.models import F, QuerySet
+from django.db.models.functions import Coalesce
+
 from inventory.errors import ProductUnavailable, UnknownProduct
 from shop.models import Product
 
@@ -25,6 +28,23 @@ def product_get_for_stock(*, sku: str) -> Product:
         raise UnknownProduct(skus=[sku]) from None
 
 
-def product_list_for_catalog():
-    """Orderable products with their stock counters, for the catalog."""
-    return Product.objects.filter(is_active=True).select_related("stock").order_by("sku")
+def product_list_for_catalog(
+    *, sku: str | None = None, search: str | None = None, in_stock: bool | None = None, ordering: str = "sku"
+) -> QuerySet[Product]:
+    """Products for sale with their stock counters (``available`` annotated), filtered and ordered."""
+    products = (
+        Product.objects.filter(is_active=True)
+        .select_related("stock")
+        .annotate(available=Coalesce(F("stock__on_hand") - F("stock__reserved"), 0))
+    )
+    if sku:
+        products = products.filter(sku=sku.strip().upper())
+    if search:
+        products = products.filter(name__icontains=search)
+    if in_stock is not None:
+        products = products.filter(available__gt=0) if in_stock else products.filter(available__lte=0)
+    return products.order_by(ordering, "sku")
+
+
+def product_find_for_catalog(*, sku: str) -> Product | None:
+    return product_list_for_catalog().filter(sku=sku.strip().upper()).first()

@@ -90,3 +90,29 @@ def celery_eager():
     yield
     app.conf.task_always_eager = False
     app.conf.task_eager_propagates = False
+
+
+@pytest.fixture
+def api_client():
+    from rest_framework.test import APIClient
+
+    return APIClient()
+
+
+def client_for(user):
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
+    return client
+
+
+@pytest.fixture
+def customer_client(customer):
+    return client_for(customer)
+
+
+@pytest.fixture
+def staff_client(staff_user):
+    return client_for(staff_user)

@@ -1,0 +1,115 @@
+"""API plumbing shared by every app: one error shape, pagination, strict fields, throttling.
+
+Every refusal is ``{"code": ..., "detail": ..., "fields": {...}}`` plus the error's payload (for
+``insufficient_stock``, ``shortages``). Domain errors map to HTTP statuses here, in one table.
+"""
+
+from django.conf import settings
+from rest_framework import exceptions, serializers, status
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.response import Response
+from rest_framework.throttling import UserRateThrottle
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from inventory.errors import DomainError
+
+RETRY_AFTER_SECONDS = 1
+
+STATUS_BY_CODE = {
+    "invalid_input": 400,
+    "invalid_quantity": 400,
+    "duplicate_line": 400,
+    "unknown_sku": 400,
+    "product_unavailable": 400,
+    "idempotency_key_required": 400,
+    "simulation_disabled": 400,
+    "payment_declined": 402,
+    "order_not_found": 404,
+    "insufficient_stock": 409,
+    "stale_version": 409,
+    "below_reserved": 409,
+    "order_not_payable": 409,
+    "order_not_cancellable": 409,
+    "order_expired": 409,
+    "ledger_inconsistent": 409,
+    # IETF draft "The Idempotency-Key HTTP Header Field": a key reused with another payload is 422.
+    "idempotency_conflict": 422,
+    "lock_timeout": 503,
+    "lock_unavailable": 503,
+}
+
+# DRF's own exceptions, renamed where their default code says less than ours.
+DRF_CODES = {"parse_error": "malformed_json", "invalid": "invalid_input", "not_found": "not_found"}
+
+
+def exception_handler(exc, context):
+    """Render domain errors and DRF's errors in the one shape; 503s say when to retry."""
+    if isinstance(exc, DomainError):
+        body = exc.as_dict()
+        body.setdefault("fields", {})
+        code = STATUS_BY_CODE.get(exc.code, status.HTTP_400_BAD_REQUEST)
+        response = Response(body, status=code)
+    else:
+        response = drf_exception_handler(exc, context)
+        if response is None:
+            return None  # an unexpected error: Django's 500 handling and logging take over
+        response.data = _drf_error_body(exc, response)
+    if response.status_code == status.HTTP_503_SERVICE_UNAVAILABLE:
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
+
+
+def _drf_error_body(exc, response) -> dict:
+    if isinstance(exc, exceptions.ValidationError):
+        fields = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
+        return {"code": "invalid_input", "detail": "The request is not valid.", "fields": fields}
+    if isinstance(exc, exceptions.APIException):
+        code = exc.get_codes()
+        code = code if isinstance(code, str) else "error"
+        return {"code": DRF_CODES.get(code, code), "detail": str(exc.detail), "fields": {}}
+    # Http404 and PermissionDenied from Django, converted by DRF's handler.
+    detail = response.data.get("detail", "") if isinstance(response.data, dict) else ""
+    code = "not_found" if response.status_code == 404 else "permission_denied"
+    return {"code": code, "detail": str(detail), "fields": {}}
+
+
+class ErrorSerializer(serializers.Serializer):
+    """The shape of every refusal (for the schema)."""
+
+    code = serializers.CharField(help_text="Stable machine-readable code, e.g. insufficient_stock.")
+    detail = serializers.CharField(help_text="Human-readable explanation.")
+    fields = serializers.DictField(help_text="Per input field, what is wrong (may be empty).")
+
+
+class ShortageSerializer(serializers.Serializer):
+    sku = serializers.CharField()
+    requested = serializers.IntegerField()
+    available = serializers.IntegerField()
+
+
+class InsufficientStockErrorSerializer(ErrorSerializer):
+    shortages = ShortageSerializer(many=True, required=False)
+
+
+class Pagination(PageNumberPagination):
+    page_size = 20
+    page_size_query_param = "page_size"
+    max_page_size = 100
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """An integer that must be a JSON number: "2", 2.5 and true are refused, not coerced."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class OrderCreateThrottle(UserRateThrottle):
+    """Per-customer limit on placing orders; the rate is read per request so settings can change it."""
+
+    scope = "order_create"
+
+    def get_rate(self):
+        return settings.ORDER_THROTTLE_RATE

@@ -1,0 +1,166 @@
+from django.conf import settings
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.exceptions import NotFound
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from config.api import ErrorSerializer, InsufficientStockErrorSerializer, OrderCreateThrottle, StrictIntegerField
+from orders.errors import IdempotencyKeyRequired, SimulationDisabled
+from orders.payments import SimulatedGateway
+from orders.selectors import order_find_for_customer, order_list_for_customer
+from orders.services import order_cancel, order_pay, order_place
+
+
+class OrderLineOutputSerializer(serializers.Serializer):
+    sku = serializers.CharField(source="product.sku")
+    name = serializers.CharField(source="product.name")
+    quantity = serializers.IntegerField()
+    unit_price = serializers.DecimalField(max_digits=12, decimal_places=2)
+    line_total = serializers.DecimalField(max_digits=14, decimal_places=2)
+
+
+class OrderOutputSerializer(serializers.Serializer):
+    number = serializers.CharField()
+    status = serializers.CharField()
+    email = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+    paid_at = serializers.DateTimeField(allow_null=True)
+    total = serializers.DecimalField(max_digits=14, decimal_places=2)
+    lines = OrderLineOutputSerializer(many=True, source="lines.all")
+
+
+IDEMPOTENCY_KEY = OpenApiParameter(
+    name="Idempotency-Key",
+    location=OpenApiParameter.HEADER,
+    required=True,
+    type=str,
+    description="Unique per order attempt: a retry with the same key and body returns the same order.",
+)
+UNAUTHENTICATED = OpenApiResponse(ErrorSerializer, description="not_authenticated")
+NOT_FOUND = OpenApiResponse(ErrorSerializer, description="not_found: no such order of yours")
+BUSY = OpenApiResponse(ErrorSerializer, description="lock_timeout or lock_unavailable; see Retry-After")
+
+
+def _order_of(request, number: str):
+    order = order_find_for_customer(customer=request.user, number=number)
+    if order is None:
+        raise NotFound("No such order.")
+    return order
+
+
+class OrderCollectionApi(generics.ListAPIView):
+    """GET lists the caller's orders; POST places one (reserving its stock)."""
+
+    serializer_class = OrderOutputSerializer
+
+    class OrderCreateInputSerializer(serializers.Serializer):
+        class OrderLineInputSerializer(serializers.Serializer):
+            sku = serializers.CharField(max_length=64)
+            quantity = StrictIntegerField(min_value=1, max_value=settings.MAX_LINE_QUANTITY)
+
+        items = OrderLineInputSerializer(many=True, allow_empty=False, max_length=settings.MAX_ORDER_LINES)
+
+    def get_queryset(self):
+        return order_list_for_customer(customer=self.request.user)
+
+    def get_throttles(self):
+        return [OrderCreateThrottle()] if self.request.method == "POST" else super().get_throttles()
+
+    @extend_schema(
+        operation_id="orders_list",
+        responses={200: OrderOutputSerializer(many=True), 401: UNAUTHENTICATED, 404: NOT_FOUND},
+    )
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(
+        operation_id="orders_create",
+        parameters=[IDEMPOTENCY_KEY],
+        request=OrderCreateInputSerializer,
+        responses={
+            201: OrderOutputSerializer,
+            400: OpenApiResponse(
+                ErrorSerializer,
+                description="invalid_input, invalid_quantity, duplicate_line, unknown_sku, product_unavailable, "
+                "malformed_json, idempotency_key_required",
+            ),
+            401: UNAUTHENTICATED,
+            409: OpenApiResponse(InsufficientStockErrorSerializer, description="insufficient_stock, per SKU"),
+            422: OpenApiResponse(ErrorSerializer, description="idempotency_conflict: key reused with another body"),
+            429: OpenApiResponse(ErrorSerializer, description="throttled; see Retry-After"),
+            503: BUSY,
+        },
+    )
+    def post(self, request):
+        key = request.headers.get("Idempotency-Key", "").strip()
+        if not 1 <= len(key) <= 64:
+            raise IdempotencyKeyRequired()
+        data = self.OrderCreateInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        order = order_place(
+            customer=request.user, email=request.user.email, items=data.validated_data["items"], idempotency_key=key
+        )
+        return Response(OrderOutputSerializer(order).data, status=status.HTTP_201_CREATED)
+
+
+class OrderDetailApi(APIView):
+    @extend_schema(
+        operation_id="orders_retrieve",
+        responses={200: OrderOutputSerializer, 401: UNAUTHENTICATED, 404: NOT_FOUND},
+    )
+    def get(self, request, number: str):
+        return Response(OrderOutputSerializer(_order_of(request, number)).data)
+
+
+class OrderPayApi(APIView):
+    class OrderPayInputSerializer(serializers.Serializer):
+        simulate_failure = serializers.BooleanField(
+            required=False, default=False, help_text="Decline the payment on purpose (test and demo servers only)."
+        )
+
+    @extend_schema(
+        operation_id="orders_pay",
+        request=OrderPayInputSerializer,
+        responses={
+            200: OrderOutputSerializer,
+            400: OpenApiResponse(
+                ErrorSerializer, description="invalid_input, malformed_json, simulation_disabled, product_unavailable"
+            ),
+            401: UNAUTHENTICATED,
+            402: OpenApiResponse(ErrorSerializer, description="payment_declined: the stock was released"),
+            404: NOT_FOUND,
+            409: OpenApiResponse(
+                InsufficientStockErrorSerializer,
+                description="order_not_payable (cancelled or failed), order_expired (its stock is gone: shortages)",
+            ),
+            503: BUSY,
+        },
+    )
+    def post(self, request, number: str):
+        data = self.OrderPayInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        token = ""
+        if data.validated_data["simulate_failure"]:
+            if not settings.ALLOW_SIMULATED_PAYMENT_FAILURE:
+                raise SimulationDisabled()
+            token = SimulatedGateway.DECLINE_TOKEN
+        order = order_pay(order=_order_of(request, number), payment_token=token)
+        return Response(OrderOutputSerializer(order).data)
+
+
+class OrderCancelApi(APIView):
+    @extend_schema(
+        operation_id="orders_cancel",
+        request=None,
+        responses={
+            200: OrderOutputSerializer,
+            401: UNAUTHENTICATED,
+            404: NOT_FOUND,
+            409: OpenApiResponse(ErrorSerializer, description="order_not_cancellable: it is paid"),
+            503: BUSY,
+        },
+    )
+    def post(self, request, number: str):
+        return Response(OrderOutputSerializer(order_cancel(order=_order_of(request, number))).data)

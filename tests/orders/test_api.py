@@ -1,0 +1,217 @@
+import threading
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from inventory.locks import sku_locks
+from inventory.models import StockMovement
+from orders.models import Order
+from tests.conftest import assert_books_balance, client_for, stock_of
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def mug(make_product):
+    return make_product(sku="MUG", stock=10, price="12.50")
+
+
+def create(client, items, key="key-1", **extra):
+    return client.post("/api/orders/", {"items": items}, format="json", HTTP_IDEMPOTENCY_KEY=key, **extra)
+
+
+def test_placing_an_order_reserves_stock_and_returns_it(customer_client, mug):
+    response = create(customer_client, [{"sku": "MUG", "quantity": 2}])
+
+    assert response.status_code == 201
+    body = response.json()
+    assert body["status"] == "awaiting_payment" and body["total"] == "25.00"
+    assert body["lines"] == [
+        {"sku": "MUG", "name": mug.name, "quantity": 2, "unit_price": "12.50", "line_total": "25.00"}
+    ]
+    assert body["expires_at"] and len(body["number"]) == 10
+    assert stock_of(mug).reserved == 2
+
+
+def test_a_replay_returns_the_same_order_and_a_changed_body_is_a_conflict(customer_client, mug):
+    first = create(customer_client, [{"sku": "MUG", "quantity": 2}]).json()
+    again = create(customer_client, [{"sku": "MUG", "quantity": 2}])
+    changed = create(customer_client, [{"sku": "MUG", "quantity": 3}])
+
+    assert again.status_code == 201 and again.json()["number"] == first["number"]
+    assert changed.status_code == 422 and changed.json()["code"] == "idempotency_conflict"
+    assert stock_of(mug).reserved == 2 and Order.objects.count() == 1
+
+
+def test_not_enough_stock_is_409_with_what_is_left_per_sku(customer_client, mug, make_product):
+    make_product(sku="TEE", stock=1)
+    response = create(customer_client, [{"sku": "MUG", "quantity": 11}, {"sku": "TEE", "quantity": 1}])
+
+    assert response.status_code == 409
+    body = response.json()
+    assert body["code"] == "insufficient_stock" and body["fields"] == {}
+    assert body["shortages"] == [{"sku": "MUG", "requested": 11, "available": 10}]
+    assert stock_of(mug).reserved == 0
+
+
+@pytest.mark.parametrize(
+    "items, code",
+    [
+        ([{"sku": "MUG", "quantity": 0}], "invalid_input"),
+        ([{"sku": "MUG", "quantity": -2}], "invalid_input"),
+        ([{"sku": "MUG", "quantity": 10**9}], "invalid_input"),
+        ([{"sku": "MUG", "quantity": "2"}], "invalid_input"),
+        ([{"sku": "MUG", "quantity": 1.5}], "invalid_input"),
+        ([{"sku": "MUG", "quantity": True}], "invalid_input"),
+        ([{"sku": "MUG"}], "invalid_input"),
+        ([], "invalid_input"),
+        ("MUG", "invalid_input"),
+        ([{"sku": "NOPE", "quantity": 1}], "unknown_sku"),
+        ([{"sku": "OLD", "quantity": 1}], "product_unavailable"),
+        ([{"sku": "GONE", "quantity": 1}], "product_unavailable"),
+        ([{"sku": "MUG", "quantity": 1}, {"sku": "mug", "quantity": 1}], "duplicate_line"),
+    ],
+)
+def test_bad_orders_are_400_with_a_code_and_change_nothing(customer_client, mug, make_product, items, code):
+    make_product(sku="OLD", stock=5, is_active=False)
+    make_product(sku="GONE", stock=5).delete()
+    movements = StockMovement.objects.count()
+
+    response = create(customer_client, items)
+
+    assert response.status_code == 400, response.json()
+    assert response.json()["code"] == code
+    assert set(response.json()) >= {"code", "detail", "fields"}
+    assert StockMovement.objects.count() == movements and not Order.objects.exists()
+
+
+def test_malformed_json_a_missing_key_and_a_non_object_body(customer_client, mug):
+    malformed = customer_client.post(
+        "/api/orders/", data='{"items": [', content_type="application/json", HTTP_IDEMPOTENCY_KEY="k"
+    )
+    missing_key = customer_client.post("/api/orders/", {"items": [{"sku": "MUG", "quantity": 1}]}, format="json")
+    not_object = customer_client.post("/api/orders/", [1, 2], format="json", HTTP_IDEMPOTENCY_KEY="k")
+    too_long_key = create(customer_client, [{"sku": "MUG", "quantity": 1}], key="k" * 65)
+
+    assert (malformed.status_code, malformed.json()["code"]) == (400, "malformed_json")
+    assert (missing_key.status_code, missing_key.json()["code"]) == (400, "idempotency_key_required")
+    assert (not_object.status_code, not_object.json()["code"]) == (400, "invalid_input")
+    assert too_long_key.json()["code"] == "idempotency_key_required"
+    assert not Order.objects.exists()
+
+
+def test_orders_need_authentication(api_client, mug):
+    for response in (api_client.get("/api/orders/"), create(api_client, [{"sku": "MUG", "quantity": 1}])):
+        assert response.status_code == 401 and response.json()["code"] == "not_authenticated"
+
+
+def test_customers_only_see_pay_and_cancel_their_own_orders(customer_client, mug, django_user_model):
+    number = create(customer_client, [{"sku": "MUG", "quantity": 1}]).json()["number"]
+    bob = client_for(django_user_model.objects.create_user(username="bob", password="pw-bob-123"))
+
+    assert bob.get("/api/orders/").json()["count"] == 0
+    for response in (
+        bob.get(f"/api/orders/{number}/"),
+        bob.post(f"/api/orders/{number}/pay/", {}, format="json"),
+        bob.post(f"/api/orders/{number}/cancel/"),
+    ):
+        assert response.status_code == 404 and response.json()["code"] == "not_found"
+    assert Order.objects.get().status == "awaiting_payment"
+    listing = customer_client.get("/api/orders/").json()
+    assert listing["count"] == 1 and listing["results"][0]["number"] == number
+    assert customer_client.get(f"/api/orders/{number}/").json()["number"] == number
+
+
+def test_pay_then_pay_again_then_cancel(customer_client, mug):
+    number = create(customer_client, [{"sku": "MUG", "quantity": 3}]).json()["number"]
+
+    paid = customer_client.post(f"/api/orders/{number}/pay/", {}, format="json")
+    again = customer_client.post(f"/api/orders/{number}/pay/", {}, format="json")
+    cancel = customer_client.post(f"/api/orders/{number}/cancel/")
+
+    assert paid.status_code == 200 and paid.json()["status"] == "paid" and paid.json()["paid_at"]
+    assert again.status_code == 200 and again.json()["paid_at"] == paid.json()["paid_at"]
+    assert cancel.status_code == 409 and cancel.json()["code"] == "order_not_cancellable"
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (7, 0)
+    assert_books_balance(mug)
+
+
+def test_a_simulated_failure_declines_and_gives_the_stock_back(customer_client, mug, settings):
+    settings.ALLOW_SIMULATED_PAYMENT_FAILURE = True
+    number = create(customer_client, [{"sku": "MUG", "quantity": 3}]).json()["number"]
+
+    declined = customer_client.post(f"/api/orders/{number}/pay/", {"simulate_failure": True}, format="json")
+    retried = customer_client.post(f"/api/orders/{number}/pay/", {}, format="json")
+
+    assert declined.status_code == 402 and declined.json()["code"] == "payment_declined"
+    assert retried.status_code == 409 and retried.json()["code"] == "order_not_payable"
+    assert stock_of(mug).reserved == 0
+    assert_books_balance(mug)
+
+
+def test_simulated_failures_are_off_in_production_settings(customer_client, mug, settings):
+    settings.ALLOW_SIMULATED_PAYMENT_FAILURE = False
+    number = create(customer_client, [{"sku": "MUG", "quantity": 1}]).json()["number"]
+    response = customer_client.post(f"/api/orders/{number}/pay/", {"simulate_failure": True}, format="json")
+    assert response.status_code == 400 and response.json()["code"] == "simulation_disabled"
+    assert Order.objects.get().status == "awaiting_payment"
+
+
+def test_paying_an_expired_order_whose_stock_is_gone(customer_client, mug, django_user_model):
+    number = create(customer_client, [{"sku": "MUG", "quantity": 6}]).json()["number"]
+    Order.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    bob = client_for(django_user_model.objects.create_user(username="bob", password="pw-bob-123"))
+    assert create(bob, [{"sku": "MUG", "quantity": 8}], key="bob").status_code == 201  # expires ours first
+
+    response = customer_client.post(f"/api/orders/{number}/pay/", {}, format="json")
+
+    assert response.status_code == 409 and response.json()["code"] == "order_expired"
+    assert response.json()["shortages"] == [{"sku": "MUG", "requested": 6, "available": 2}]
+
+
+def test_cancel_gives_the_stock_back_once(customer_client, mug):
+    number = create(customer_client, [{"sku": "MUG", "quantity": 4}]).json()["number"]
+    first = customer_client.post(f"/api/orders/{number}/cancel/")
+    second = customer_client.post(f"/api/orders/{number}/cancel/")
+    pay = customer_client.post(f"/api/orders/{number}/pay/", {}, format="json")
+    assert first.json()["status"] == second.json()["status"] == "cancelled"
+    assert pay.status_code == 409 and pay.json()["code"] == "order_not_payable"
+    assert stock_of(mug).reserved == 0 and StockMovement.objects.filter(kind="release").count() == 1
+
+
+def test_pay_refuses_bad_bodies(customer_client, mug):
+    number = create(customer_client, [{"sku": "MUG", "quantity": 1}]).json()["number"]
+    response = customer_client.post(f"/api/orders/{number}/pay/", {"simulate_failure": "perhaps"}, format="json")
+    assert response.status_code == 400 and response.json()["fields"]["simulate_failure"]
+
+
+def test_order_creation_is_throttled(customer_client, mug, settings):
+    settings.ORDER_THROTTLE_RATE = "2/minute"
+    statuses = [create(customer_client, [{"sku": "MUG", "quantity": 1}], key=f"k{i}").status_code for i in range(3)]
+    throttled = create(customer_client, [{"sku": "MUG", "quantity": 1}], key="k9")
+    assert statuses == [201, 201, 429]
+    assert throttled.json()["code"] == "throttled" and int(throttled["Retry-After"]) > 0
+    assert customer_client.get("/api/orders/").status_code == 200  # reading is not throttled
+
+
+def test_a_busy_sku_answers_503_with_retry_after(customer_client, mug, settings):
+    settings.LOCK_WAIT_SECONDS = 0.2
+    holding, done = threading.Event(), threading.Event()
+
+    def hold():
+        with sku_locks(["MUG"]):
+            holding.set()
+            done.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    holding.wait(5)
+    try:
+        response = create(customer_client, [{"sku": "MUG", "quantity": 1}])
+    finally:
+        done.set()
+        holder.join()
+    assert response.status_code == 503 and response.json()["code"] == "lock_timeout"
+    assert response["Retry-After"] == "1"
+    assert not Order.objects.exists()

@@ -1,0 +1,68 @@
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def catalog(make_product):
+    make_product(sku="MUG", name="Logo mug", stock=10, price="12.50")
+    make_product(sku="TEE", name="Black tee", stock=0, price="19.00")
+    make_product(sku="CAP", name="Navy cap", stock=3, price="22.00")
+    make_product(sku="OLD", name="Old mug", stock=5, is_active=False)
+    make_product(sku="GONE", name="Gone mug", stock=5).delete()
+
+
+def skus(response):
+    return [p["sku"] for p in response.json()["results"]]
+
+
+def test_the_catalog_lists_products_for_sale_with_their_stock(api_client, catalog):
+    response = api_client.get("/api/products/")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["count"] == 3 and skus(response) == ["CAP", "MUG", "TEE"]
+    assert body["results"][1] == {
+        "sku": "MUG",
+        "name": "Logo mug",
+        "description": "",
+        "price": "12.50",
+        "on_hand": 10,
+        "reserved": 0,
+        "available": 10,
+    }
+
+
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        ("sku=mug", ["MUG"]),
+        ("search=MUG", ["MUG"]),
+        ("in_stock=true", ["CAP", "MUG"]),
+        ("in_stock=false", ["TEE"]),
+        ("ordering=-price", ["CAP", "TEE", "MUG"]),
+        ("ordering=-available", ["MUG", "CAP", "TEE"]),
+        ("page_size=2&page=2", ["TEE"]),
+    ],
+)
+def test_filters_ordering_and_pages(api_client, catalog, query, expected):
+    assert skus(api_client.get(f"/api/products/?{query}")) == expected
+
+
+@pytest.mark.parametrize("query", ["in_stock=maybe", "ordering=secret", "sku=" + "X" * 65])
+def test_bad_filters_are_refused(api_client, catalog, query):
+    response = api_client.get(f"/api/products/?{query}")
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_input" and response.json()["fields"]
+
+
+def test_a_page_past_the_end_is_not_found(api_client, catalog):
+    response = api_client.get("/api/products/?page=9")
+    assert response.status_code == 404 and response.json()["code"] == "not_found"
+
+
+def test_product_detail_and_unknown_inactive_or_deleted_skus(api_client, catalog):
+    assert api_client.get("/api/products/mug/").json()["available"] == 10
+    for sku in ("NOPE", "OLD", "GONE"):
+        response = api_client.get(f"/api/products/{sku}/")
+        assert response.status_code == 404
+        assert response.json() == {"code": "not_found", "detail": "No product for sale with this SKU.", "fields": {}}
