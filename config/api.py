@@ -92,9 +92,25 @@ class InsufficientStockErrorSerializer(ErrorSerializer):
 
 
 class Pagination(PageNumberPagination):
+    """Pages of 20 (``page_size`` up to 100). A malformed ``page_size`` is a 400, not silently ignored."""
+
     page_size = 20
     page_size_query_param = "page_size"
     max_page_size = 100
+
+    def get_page_size(self, request):
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is not None and not (raw.isdigit() and 1 <= int(raw) <= self.max_page_size):
+            raise exceptions.ValidationError({"page_size": f"A whole number from 1 to {self.max_page_size}."})
+        return super().get_page_size(request)
+
+    def get_schema_operation_parameters(self, view):
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            parameter["schema"]["minimum"] = 1
+            if parameter["name"] == self.page_size_query_param:
+                parameter["schema"]["maximum"] = self.max_page_size
+        return parameters
 
 
 class StrictIntegerField(serializers.IntegerField):

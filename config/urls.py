@@ -1,8 +1,8 @@
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
-from rest_framework.authtoken.views import ObtainAuthToken
 
+from config.auth_api import TokenObtainApi
 from inventory import apis as inventory_apis
 from orders import apis as order_apis
 from shop import apis as shop_apis
@@ -17,7 +17,7 @@ api_patterns = [
     path("orders/<str:number>/cancel/", order_apis.OrderCancelApi.as_view(), name="order-cancel"),
     path("inventory/<str:sku>/", inventory_apis.StockDetailApi.as_view(), name="stock-detail"),
     path("inventory/<str:sku>/movements/", inventory_apis.StockMovementListApi.as_view(), name="stock-movements"),
-    path("auth/token/", ObtainAuthToken.as_view(), name="auth-token"),
+    path("auth/token/", TokenObtainApi.as_view(), name="auth-token"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
 ]

@@ -101,7 +101,12 @@ class StockMovementListApi(generics.ListAPIView):
         return stock_movement_list(stock=_stock_of(self.kwargs["sku"]))
 
     @extend_schema(
-        operation_id="inventory_movements", responses={200: MovementOutputSerializer(many=True), **STAFF_ONLY}
+        operation_id="inventory_movements",
+        responses={
+            200: MovementOutputSerializer(many=True),
+            400: OpenApiResponse(ErrorSerializer, description="invalid_input: a bad page_size"),
+            **STAFF_ONLY,
+        },
     )
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)

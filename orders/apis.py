@@ -60,7 +60,9 @@ class OrderCollectionApi(generics.ListAPIView):
             sku = serializers.CharField(max_length=64)
             quantity = StrictIntegerField(min_value=1, max_value=settings.MAX_LINE_QUANTITY)
 
-        items = OrderLineInputSerializer(many=True, allow_empty=False, max_length=settings.MAX_ORDER_LINES)
+        items = OrderLineInputSerializer(
+            many=True, allow_empty=False, min_length=1, max_length=settings.MAX_ORDER_LINES
+        )
 
     def get_queryset(self):
         return order_list_for_customer(customer=self.request.user)
@@ -70,7 +72,12 @@ class OrderCollectionApi(generics.ListAPIView):
 
     @extend_schema(
         operation_id="orders_list",
-        responses={200: OrderOutputSerializer(many=True), 401: UNAUTHENTICATED, 404: NOT_FOUND},
+        responses={
+            200: OrderOutputSerializer(many=True),
+            400: OpenApiResponse(ErrorSerializer, description="invalid_input: a bad page_size"),
+            401: UNAUTHENTICATED,
+            404: OpenApiResponse(ErrorSerializer, description="not_found: no such page"),
+        },
     )
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)

@@ -26,10 +26,18 @@ class ProductListApi(generics.ListAPIView):
     serializer_class = ProductOutputSerializer
 
     class ProductFilterSerializer(serializers.Serializer):
-        sku = serializers.CharField(required=False, max_length=64)
-        search = serializers.CharField(required=False, max_length=100, help_text="Part of the product name.")
-        in_stock = serializers.BooleanField(required=False, allow_null=True, default=None)
-        ordering = serializers.ChoiceField(choices=ORDERINGS, required=False, default="sku")
+        # A blank filter means no filter (as in an HTML form).
+        sku = serializers.CharField(required=False, allow_blank=True, max_length=64)
+        search = serializers.CharField(
+            required=False, allow_blank=True, max_length=100, help_text="Part of the product name."
+        )
+        in_stock = serializers.ChoiceField(
+            choices=["true", "false"],
+            required=False,
+            allow_blank=True,
+            help_text="Only products with (or without) stock.",
+        )
+        ordering = serializers.ChoiceField(choices=ORDERINGS, required=False, allow_blank=True, default="sku")
 
     @extend_schema(
         operation_id="products_list",
@@ -46,7 +54,13 @@ class ProductListApi(generics.ListAPIView):
     def get_queryset(self):
         filters = self.ProductFilterSerializer(data=self.request.query_params)
         filters.is_valid(raise_exception=True)
-        return product_list_for_catalog(**filters.validated_data)
+        data = filters.validated_data
+        return product_list_for_catalog(
+            sku=data.get("sku"),
+            search=data.get("search"),
+            in_stock={"true": True, "false": False}.get(data.get("in_stock", "")),
+            ordering=data["ordering"] or "sku",
+        )
 
 
 class ProductDetailApi(APIView):
