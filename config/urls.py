@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from config.auth_api import TokenObtainApi
 from inventory import apis as inventory_apis
 from orders import apis as order_apis
+from orders import views as order_views
 from shop import apis as shop_apis
 from shop import views as shop_views
 
@@ -24,6 +25,16 @@ api_patterns = [
 
 urlpatterns = [
     path("", shop_views.catalog, name="catalog"),
+    path("products/<str:sku>/", shop_views.product_detail, name="product"),
+    path("cart/", shop_views.cart_view, name="cart"),
+    path("cart/add/<str:sku>/", shop_views.cart_add_view, name="cart-add"),
+    path("cart/update/<str:sku>/", shop_views.cart_update_view, name="cart-update"),
+    path("checkout/", order_views.checkout, name="checkout"),
+    path("orders/", order_views.order_list, name="order-list"),
+    path("orders/<str:number>/", order_views.order_detail, name="order-detail"),
+    path("orders/<str:number>/pay/", order_views.order_pay_view, name="order-pay"),
+    path("orders/<str:number>/cancel/", order_views.order_cancel_view, name="order-cancel"),
+    path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/", include((api_patterns, "api"))),
 ]

@@ -1,0 +1,122 @@
+"""Checkout and order pages. Thin: they call orders.services and show refusals as messages."""
+
+import uuid
+
+from django import forms
+from django.conf import settings
+from django.contrib import messages
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from inventory.errors import DomainError, InsufficientStock
+from orders.payments import SimulatedGateway
+from orders.selectors import order_find_for_customer, order_list_for_customer
+from orders.services import order_cancel, order_pay, order_place
+from shop.cart import cart_clear, cart_items
+from shop.views import cart_lines
+
+SESSION_ORDERS = "orders"  # numbers of the orders this browser placed as a guest
+
+
+class CheckoutForm(forms.Form):
+    email = forms.EmailField(required=False, max_length=254)
+    # A fresh key per checkout page: submitting the same page twice places one order.
+    idempotency_key = forms.CharField(widget=forms.HiddenInput, max_length=64)
+
+
+def checkout(request):
+    lines = cart_lines(request.session)
+    if not lines:
+        messages.info(request, "Your cart is empty.")
+        return redirect("catalog")
+    shortages = {}
+    if request.method == "POST":
+        form = CheckoutForm(request.POST)
+        if form.is_valid() and not request.user.is_authenticated and not form.cleaned_data["email"]:
+            form.add_error("email", "Give an email address, or log in.")
+        if form.is_valid():
+            try:
+                order = order_place(
+                    customer=request.user if request.user.is_authenticated else None,
+                    email=form.cleaned_data["email"] or getattr(request.user, "email", ""),
+                    items=cart_items(request.session),
+                    idempotency_key=form.cleaned_data["idempotency_key"],
+                )
+            except InsufficientStock as exc:
+                shortages = {s["sku"]: s["available"] for s in exc.payload["shortages"]}
+                messages.error(request, "Not enough stock for some lines; nothing was reserved.")
+            except DomainError as exc:
+                messages.error(request, exc.detail)
+            else:
+                cart_clear(request.session)
+                _remember(request, order)
+                return redirect("order-detail", number=order.number)
+    else:
+        form = CheckoutForm(initial={"idempotency_key": uuid.uuid4().hex})
+    for line in lines:
+        line["short"] = line["product"].sku in shortages
+        line["left"] = shortages.get(line["product"].sku)
+    return render(
+        request, "orders/checkout.html", {"form": form, "lines": lines, "total": sum(line["total"] for line in lines)}
+    )
+
+
+def order_detail(request, number: str):
+    order = _order_for(request, number)
+    return render(
+        request,
+        "orders/order.html",
+        {"order": order, "allow_simulated_failure": settings.ALLOW_SIMULATED_PAYMENT_FAILURE},
+    )
+
+
+@require_POST
+def order_pay_view(request, number: str):
+    order = _order_for(request, number)
+    token = ""
+    if request.POST.get("simulate_failure") and settings.ALLOW_SIMULATED_PAYMENT_FAILURE:
+        token = SimulatedGateway.DECLINE_TOKEN
+    try:
+        order_pay(order=order, payment_token=token)
+        messages.success(request, "Paid. Thank you!")
+    except DomainError as exc:
+        messages.error(request, exc.detail)
+    return redirect("order-detail", number=order.number)
+
+
+@require_POST
+def order_cancel_view(request, number: str):
+    try:
+        order_cancel(order=_order_for(request, number))
+        messages.success(request, "Order cancelled; its items are back on sale.")
+    except DomainError as exc:
+        messages.error(request, exc.detail)
+    return redirect("order-detail", number=number)
+
+
+def order_list(request):
+    if request.user.is_authenticated:
+        orders = order_list_for_customer(customer=request.user)
+    else:
+        numbers = request.session.get(SESSION_ORDERS, [])
+        orders = order_list_for_customer(customer=None).filter(number__in=numbers)
+    return render(request, "orders/order_list.html", {"orders": orders})
+
+
+def _remember(request, order) -> None:
+    if not request.user.is_authenticated:
+        request.session[SESSION_ORDERS] = [*request.session.get(SESSION_ORDERS, []), order.number][-50:]
+
+
+def _order_for(request, number: str):
+    """The visitor's own order: their account's, or one this browser placed as a guest."""
+    if request.user.is_authenticated:
+        order = order_find_for_customer(customer=request.user, number=number)
+    elif number in request.session.get(SESSION_ORDERS, []):
+        order = order_find_for_customer(customer=None, number=number)
+    else:
+        order = None
+    if order is None:
+        raise Http404("No such order.")
+    return order

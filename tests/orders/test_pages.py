@@ -1,0 +1,154 @@
+"""The web checkout with Django's test client (the browser tests drive the same pages in Chromium)."""
+
+import re
+
+import pytest
+
+from orders.models import Order
+from tests.conftest import assert_books_balance, stock_of
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def mug(make_product):
+    return make_product(sku="MUG", name="Logo mug", stock=5, price="12.50")
+
+
+def add_to_cart(client, sku, quantity=1):
+    return client.post(f"/cart/add/{sku}/", {"quantity": quantity})
+
+
+def checkout_key(client):
+    page = client.get("/checkout/").content.decode()
+    return re.search(r'name="idempotency_key" value="([0-9a-f]+)"', page).group(1)
+
+
+def test_catalog_product_and_cart_pages(client, mug, make_product):
+    make_product(sku="TEE", name="Black tee", stock=0)
+    catalog = client.get("/").content.decode()
+    assert "Logo mug" in catalog and "5 available" in catalog and "Out of stock" in catalog
+    assert "Logo mug" in client.get("/products/mug/").content.decode()
+    assert client.get("/products/NOPE/").status_code == 404
+
+    assert add_to_cart(client, "MUG", 2).status_code == 302
+    cart = client.get("/cart/").content.decode()
+    assert "Logo mug" in cart and "25.00" in cart
+    client.post("/cart/update/MUG/", {"quantity": 0})
+    assert "Your cart is empty" in client.get("/cart/").content.decode()
+    assert stock_of(mug).reserved == 0  # a cart reserves nothing
+
+
+def test_guest_checkout_reserves_and_shows_the_order_with_a_countdown(client, mug):
+    add_to_cart(client, "MUG", 2)
+    checkout = client.get("/checkout/").content.decode()
+    assert "reserves these items" in checkout and "25.00" in checkout
+
+    response = client.post("/checkout/", {"email": "ann@example.com", "idempotency_key": checkout_key(client)})
+
+    order = Order.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/orders/{order.number}/"
+    page = client.get(response["Location"]).content.decode()
+    assert "Awaiting payment" in page and 'data-expires-at="' in page
+    assert stock_of(mug).reserved == 2
+    assert order.number in client.get("/orders/").content.decode()
+
+
+def test_a_guest_needs_an_email(client, mug):
+    add_to_cart(client, "MUG")
+    response = client.post("/checkout/", {"email": "", "idempotency_key": checkout_key(client)})
+    assert "Give an email address" in response.content.decode()
+    assert not Order.objects.exists()
+
+
+def test_submitting_the_checkout_twice_places_one_order(client, mug):
+    add_to_cart(client, "MUG", 2)
+    form = {"email": "ann@example.com", "idempotency_key": checkout_key(client)}
+    first = client.post("/checkout/", form)
+    add_to_cart(client, "MUG", 2)  # the cart was emptied; the second submit carries the same page's key
+    second = client.post("/checkout/", form)
+    assert first["Location"] == second["Location"]
+    assert Order.objects.count() == 1 and stock_of(mug).reserved == 2
+
+
+def test_insufficient_stock_says_per_line_what_is_left(client, mug, make_product):
+    make_product(sku="CAP", name="Navy cap", stock=10)
+    add_to_cart(client, "MUG", 5)
+    add_to_cart(client, "CAP", 1)
+    client.post("/cart/update/MUG/", {"quantity": 5})
+    other = client.__class__()
+    add_to_cart(other, "MUG", 3)
+    other.post("/checkout/", {"email": "bob@example.com", "idempotency_key": checkout_key(other)})
+
+    page = client.post("/checkout/", {"email": "ann@example.com", "idempotency_key": checkout_key(client)})
+
+    text = page.content.decode()
+    assert "Not enough stock" in text and "Only 2 left" in text
+    assert text.count('data-testid="shortage"') == 1  # the cap is fine
+    assert Order.objects.count() == 1
+
+
+def test_pay_simulated_failure_and_cancel_from_the_order_page(client, mug, settings):
+    settings.ALLOW_SIMULATED_PAYMENT_FAILURE = True
+    numbers = []
+    for _ in range(3):
+        add_to_cart(client, "MUG", 1)
+        client.post("/checkout/", {"email": "ann@example.com", "idempotency_key": checkout_key(client)})
+        numbers.append(Order.objects.latest("id").number)
+    paid, failed, cancelled = numbers
+
+    client.post(f"/orders/{paid}/pay/")
+    client.post(f"/orders/{failed}/pay/", {"simulate_failure": "1"})
+    client.post(f"/orders/{cancelled}/cancel/")
+
+    assert "Paid" in client.get(f"/orders/{paid}/").content.decode()
+    assert "Payment failed" in client.get(f"/orders/{failed}/").content.decode()
+    assert "Cancelled" in client.get(f"/orders/{cancelled}/").content.decode()
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (4, 0)
+    assert_books_balance(mug)
+
+
+def test_the_failure_button_is_off_in_production(client, mug, settings):
+    settings.ALLOW_SIMULATED_PAYMENT_FAILURE = False
+    add_to_cart(client, "MUG")
+    client.post("/checkout/", {"email": "ann@example.com", "idempotency_key": checkout_key(client)})
+    number = Order.objects.get().number
+    assert "Simulate failed payment" not in client.get(f"/orders/{number}/").content.decode()
+    client.post(f"/orders/{number}/pay/", {"simulate_failure": "1"})
+    assert Order.objects.get().status == "paid"
+
+
+def test_orders_are_private(client, mug, customer):
+    add_to_cart(client, "MUG")
+    client.post("/checkout/", {"email": "ann@example.com", "idempotency_key": checkout_key(client)})
+    number = Order.objects.get().number
+    stranger = client.__class__()
+    stranger.force_login(customer)
+    for response in (
+        stranger.get(f"/orders/{number}/"),
+        stranger.post(f"/orders/{number}/pay/"),
+        stranger.post(f"/orders/{number}/cancel/"),
+        client.__class__().get(f"/orders/{number}/"),
+    ):
+        assert response.status_code == 404
+    assert Order.objects.get().status == "awaiting_payment"
+
+
+def test_a_logged_in_customer_checks_out_and_sees_my_orders(client, mug, customer):
+    assert client.post("/accounts/login/", {"username": "alice", "password": "pw-alice-123"}).status_code == 302
+    add_to_cart(client, "MUG")
+    checkout = client.get("/checkout/").content.decode()
+    assert "Ordering as <strong>alice</strong>" in checkout
+    client.post("/checkout/", {"idempotency_key": checkout_key(client)})
+    order = Order.objects.get()
+    assert order.customer == customer
+    assert order.number in client.get("/orders/").content.decode()
+    client.post("/accounts/logout/")
+    assert client.get(f"/orders/{order.number}/").status_code == 404
+
+
+def test_csrf_is_enforced(mug):
+    from django.test import Client
+
+    strict = Client(enforce_csrf_checks=True)
+    assert strict.post("/cart/add/MUG/", {"quantity": 1}).status_code == 403
