@@ -1,0 +1,43 @@
+"""Real headless Chromium (Debian's /usr/bin/chromium) driven by Playwright against pytest-django's live server."""
+
+import os
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import sync_playwright
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls our tests make are still synchronous.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, live_server, transactional_db, settings):
+    settings.ALLOW_SIMULATED_PAYMENT_FAILURE = True
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 1200, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    yield page
+    context.close()
+
+
+def screenshot(page, name: str) -> None:
+    """A full-page screenshot in artifacts/screenshots/ (git-ignored) for a person to look at."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)

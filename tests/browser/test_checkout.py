@@ -1,0 +1,89 @@
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from orders.models import Order
+from orders.services import order_place
+from tests.browser.conftest import screenshot
+from tests.conftest import assert_books_balance, stock_of
+
+
+@pytest.fixture
+def catalog(make_product):
+    products = {
+        "MUG": make_product(sku="MUG", name="Logo mug", stock=5, price="12.50"),
+        "TEE": make_product(sku="TEE", name="Black tee", stock=20, price="19.00"),
+    }
+    make_product(sku="CAP", name="Navy cap", stock=0, price="22.00")
+    return products
+
+
+def check_out(page, *, sku="MUG", name="Logo mug", quantity="2"):
+    page.goto("/")
+    page.get_by_role("link", name=name).click()
+    page.get_by_label("Quantity").fill(quantity)
+    page.get_by_role("button", name="Add to cart").click()
+    expect(page.get_by_role("heading", name="Your cart")).to_be_visible()
+    page.get_by_role("link", name="Check out").click()
+    page.get_by_label("Email").fill("ann@example.com")
+
+
+def test_browse_add_to_cart_check_out_see_the_countdown_and_pay(page, catalog):
+    page.goto("/")
+    expect(page.get_by_text("5 available")).to_be_visible()
+    expect(page.get_by_text("Out of stock")).to_be_visible()
+    screenshot(page, "catalog")
+
+    check_out(page)
+    expect(page.get_by_text("reserves these items")).to_be_visible()
+    screenshot(page, "checkout")
+    page.get_by_test_id("place-order").click()
+
+    expect(page.get_by_test_id("status")).to_have_text("Awaiting payment")
+    expect(page.get_by_test_id("countdown")).to_have_text(re.compile(r"^1[45]:\d\d$"))
+    screenshot(page, "order")
+    assert stock_of(catalog["MUG"]).reserved == 2
+
+    page.get_by_test_id("pay").click()
+    expect(page.get_by_test_id("status")).to_have_text("Paid")
+    assert (stock_of(catalog["MUG"]).on_hand, stock_of(catalog["MUG"]).reserved) == (3, 0)
+    assert_books_balance(catalog["MUG"])
+
+
+def test_a_failed_payment_gives_the_stock_back(page, catalog):
+    check_out(page, quantity="5")
+    page.get_by_test_id("place-order").click()
+    expect(page.get_by_test_id("status")).to_have_text("Awaiting payment")
+    assert stock_of(catalog["MUG"]).available == 0
+
+    page.get_by_test_id("pay-fail").click()
+
+    expect(page.get_by_test_id("status")).to_have_text("Payment failed")
+    assert stock_of(catalog["MUG"]).available == 5
+    page.goto("/")
+    expect(page.get_by_text("5 available")).to_be_visible()
+    assert_books_balance(catalog["MUG"])
+
+
+@pytest.mark.parametrize("javascript", [True, False], ids=["with-js", "without-js"])
+def test_a_double_click_on_place_order_makes_one_order(browser, live_server, transactional_db, catalog, javascript):
+    """With JavaScript the button disables itself; without it, both submits carry the page's one key."""
+    context = browser.new_context(base_url=live_server.url, java_script_enabled=javascript)
+    page = context.new_page()
+    check_out(page)
+    page.get_by_test_id("place-order").dblclick()
+    expect(page.get_by_test_id("status")).to_have_text("Awaiting payment")
+    context.close()
+
+    assert Order.objects.count() == 1
+    assert stock_of(catalog["MUG"]).reserved == 2
+    assert_books_balance(catalog["MUG"])
+
+
+def test_insufficient_stock_explains_what_is_left(page, catalog):
+    check_out(page, quantity="5")
+    order_place(email="bob@example.com", items=[{"sku": "MUG", "quantity": 4}], idempotency_key="bob")
+    page.get_by_test_id("place-order").click()
+    expect(page.get_by_test_id("shortage")).to_have_text(re.compile("Only 1 left"))
+    assert Order.objects.count() == 1
