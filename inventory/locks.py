@@ -189,7 +189,8 @@ class QueuedLock(Lock):
                 )
             raise
         finally:
-            self.redis.delete(wake)
+            if entry:  # we queued: drop any wake-up left for us (an uncontended lock costs one call)
+                self.redis.delete(wake)
         if got:
             self.local.token = token
         return bool(got)
