@@ -27,25 +27,17 @@ def release_order_stock(order_id: int) -> int:
 
 @shared_task(autoretry_for=RETRYABLE, retry_backoff=1, retry_backoff_max=30, max_retries=3)
 def sweep_expired_orders() -> int:
-    sweep = order_release_expired(batch_size=settings.SWEEP_BATCH_SIZE)
-    if sweep.done or sweep.skipped:
-        logger.info(
-            "expiry sweep: %d order(s) expired, %d unit(s) released, %d skipped",
-            sweep.done,
-            sweep.units,
-            len(sweep.skipped),
-        )
-    return sweep.done
+    return _logged("expiry sweep", order_release_expired(batch_size=settings.SWEEP_BATCH_SIZE))
 
 
 @shared_task(autoretry_for=RETRYABLE, retry_backoff=1, retry_backoff_max=30, max_retries=3)
 def sweep_failed_payments() -> int:
-    sweep = order_release_failed_payments(batch_size=settings.SWEEP_BATCH_SIZE)
+    return _logged("failed-payment sweep", order_release_failed_payments(batch_size=settings.SWEEP_BATCH_SIZE))
+
+
+def _logged(name: str, sweep) -> int:
     if sweep.done or sweep.skipped:
         logger.info(
-            "failed-payment sweep: %d order(s) released, %d unit(s), %d skipped",
-            sweep.done,
-            sweep.units,
-            len(sweep.skipped),
+            "%s: %d order(s) released, %d unit(s), %d skipped", name, sweep.done, sweep.units, len(sweep.skipped)
         )
     return sweep.done

@@ -5,8 +5,12 @@ inherited connections first. A barrier makes them start together.
 """
 
 import multiprocessing
+import threading
+from contextlib import contextmanager
 
 from django.db import connections
+
+from inventory.locks import sku_locks
 
 _ctx = multiprocessing.get_context("fork")
 _barrier = None
@@ -49,3 +53,23 @@ def run_process(func, **kwargs) -> int:
 def _init_and_call(func, kwargs):
     connections.close_all()
     func(**kwargs)
+
+
+@contextmanager
+def holding(skus):
+    """Hold the SKUs' locks from another thread (as another process's payment would) for the block."""
+    taken, done = threading.Event(), threading.Event()
+
+    def hold():
+        with sku_locks(skus):
+            taken.set()
+            done.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    taken.wait(10)
+    try:
+        yield
+    finally:
+        done.set()
+        holder.join()

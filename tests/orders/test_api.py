@@ -1,13 +1,12 @@
-import threading
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
-from inventory.locks import sku_locks
 from inventory.models import StockMovement
 from orders.models import Order
 from tests.conftest import assert_books_balance, client_for, stock_of
+from tests.race import holding
 
 pytestmark = pytest.mark.django_db
 
@@ -197,21 +196,8 @@ def test_order_creation_is_throttled(customer_client, mug, settings):
 
 def test_a_busy_sku_answers_503_with_retry_after(customer_client, mug, settings):
     settings.LOCK_WAIT_SECONDS = 0.2
-    holding, done = threading.Event(), threading.Event()
-
-    def hold():
-        with sku_locks(["MUG"]):
-            holding.set()
-            done.wait(10)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    holding.wait(5)
-    try:
+    with holding(["MUG"]):  # another buyer's transaction holds the SKU
         response = create(customer_client, [{"sku": "MUG", "quantity": 1}])
-    finally:
-        done.set()
-        holder.join()
     assert response.status_code == 503 and response.json()["code"] == "lock_timeout"
     assert response["Retry-After"] == "1"
     assert not Order.objects.exists()

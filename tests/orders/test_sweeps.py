@@ -1,14 +1,11 @@
 """Sweeps on real MariaDB + Redis: bounded, exactly once, never a paid order, never blocked by one bad order."""
 
-import threading
-from contextlib import contextmanager
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
 import orders.services
-from inventory.locks import sku_locks
 from inventory.models import Reservation, StockMovement
 from orders.models import Order
 from orders.services import (
@@ -20,7 +17,7 @@ from orders.services import (
 )
 from orders.tasks import release_order_stock, sweep_expired_orders
 from tests.conftest import assert_books_balance, stock_of
-from tests.race import run_parallel
+from tests.race import holding, run_parallel
 
 
 def place(sku, quantity, key):
@@ -80,26 +77,6 @@ def test_one_bad_order_does_not_stop_the_batch_and_a_busy_one_is_retried_later(m
     Order.objects.update(sweep_lease_until=timezone.now() - timedelta(seconds=1))  # the lease lapses
     assert order_release_expired(batch_size=10).done == 2
     assert_books_balance(mug, tee)
-
-
-@contextmanager
-def holding(skus):
-    """Hold the SKUs' locks from another thread (as another process's payment would) for the block."""
-    taken, done = threading.Event(), threading.Event()
-
-    def hold():
-        with sku_locks(skus):
-            taken.set()
-            done.wait(30)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    taken.wait(10)
-    try:
-        yield
-    finally:
-        done.set()
-        holder.join()
 
 
 def _sweep(batch_size):
