@@ -32,15 +32,24 @@ class DemoSeed:
     staff_password: str | None  # set only when this run chose or changed it
 
 
-def product_create(*, sku: str, name: str, price: Decimal, description: str = "", initial_stock: int = 0) -> Product:
-    """Create a product; its initial stock arrives through the inventory service (so the ledger has it)."""
-    product = Product(sku=sku, name=name, description=description, price=Decimal(price))
+def product_create(
+    *,
+    sku: str,
+    name: str,
+    price: Decimal,
+    description: str = "",
+    is_active: bool = True,
+    initial_stock: int = 0,
+    actor=None,
+) -> Product:
+    """Create a product with its Stock row; initial stock arrives through the inventory service (ledgered)."""
+    product = Product(sku=sku, name=name, description=description, price=Decimal(price), is_active=is_active)
     product.full_clean()
     with transaction.atomic():
         product.save()
         Stock.objects.create(product=product)
     if initial_stock:
-        stock_restock(sku=sku, quantity=initial_stock, reason="initial stock")
+        stock_restock(sku=sku, quantity=initial_stock, reason="initial stock", actor=actor)
     return product
 
 

@@ -5,6 +5,8 @@ from decimal import Decimal
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.models import Permission
+from django.contrib.messages import get_messages
 from django.core.cache import caches
 
 from inventory.models import Stock, StockMovement
@@ -116,3 +118,24 @@ def customer_client(customer):
 @pytest.fixture
 def staff_client(staff_user):
     return client_for(staff_user)
+
+
+@pytest.fixture
+def shop_staff(staff_user):
+    """Staff as ``seed_demo`` makes them: every permission of the shop's apps, not a superuser."""
+
+    staff_user.user_permissions.add(
+        *Permission.objects.filter(content_type__app_label__in=["shop", "inventory", "orders"])
+    )
+    return staff_user
+
+
+@pytest.fixture
+def staff_admin(client, shop_staff):
+    """The Django test client logged in to the admin as shop staff."""
+    client.force_login(shop_staff)
+    return client
+
+
+def messages_of(response) -> list[str]:
+    return [str(message) for message in get_messages(response.wsgi_request)]

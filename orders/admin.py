@@ -1,0 +1,148 @@
+"""Orders in the admin: read-only records; their status changes only through ``orders.services`` (the actions)."""
+
+from django.conf import settings
+from django.contrib import admin, messages
+from django.contrib.auth import get_permission_codename
+from django.db.models import DecimalField, F, OuterRef, Subquery, Sum
+from django.utils import timezone
+
+from inventory.errors import DomainError
+from orders.models import Order, OrderLine
+from orders.selectors import order_list_overdue
+from orders.services import order_cancel, order_release_expired
+from shop.admin_base import ReadOnlyAdminMixin, SoftDeleteAdmin
+
+Status = Order.Status
+
+
+class OverdueFilter(admin.SimpleListFilter):
+    """Awaiting payment past the expiry: what the sweep (or "Release expired orders now") will release."""
+
+    title = "expired"
+    parameter_name = "expired"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "Yes: unpaid past expiry"), ("no", "No")]
+
+    def queryset(self, request, queryset):
+        overdue = order_list_overdue().values("pk")
+        if self.value() == "yes":
+            return queryset.filter(pk__in=overdue)
+        if self.value() == "no":
+            return queryset.exclude(pk__in=overdue)
+        return None
+
+
+class OrderLineInline(ReadOnlyAdminMixin, admin.TabularInline):
+    model = OrderLine
+    fields = readonly_fields = ["product", "quantity", "unit_price", "line_total", "reservation"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("product").prefetch_related("reservations")
+
+    @admin.display(description="line total")
+    def line_total(self, line):
+        return line.line_total
+
+    @admin.display(description="reservation")
+    def reservation(self, line):
+        return "; ".join(
+            f"{r.quantity} {r.get_state_display().lower()}"
+            + (f" ({r.get_release_reason_display().lower()})" if r.release_reason else "")
+            + (f" until {timezone.localtime(r.expires_at):%Y-%m-%d %H:%M}" if r.state == r.State.ACTIVE else "")
+            for r in line.reservations.all()
+        )
+
+
+def _line_totals():
+    lines = OrderLine.objects.filter(order=OuterRef("pk")).values("order")
+    return Subquery(
+        lines.annotate(total=Sum(F("unit_price") * F("quantity"))).values("total"),
+        output_field=DecimalField(max_digits=14, decimal_places=2),
+    )
+
+
+@admin.register(Order)
+class OrderAdmin(SoftDeleteAdmin):
+    list_display = ["number", "buyer", "status", "total", "expires_at", "created_at", "is_deleted"]
+    list_select_related = ["customer"]
+    list_filter = ["status", OverdueFilter, "created_at"]
+    search_fields = ["number", "email", "customer__username", "customer__email"]
+    ordering = ["-created_at", "-id"]
+    fieldsets = [
+        (None, {"fields": ["number", "status", "customer", "email", "total"]}),
+        ("Reservation and payment", {"fields": ["expires_at", "paid_at", "payment_reference"]}),
+        ("Record", {"fields": ["idempotency_key", "created_at", "updated_at", "is_deleted", "deleted_at"]}),
+    ]
+    inlines = [OrderLineInline]
+    actions = [*SoftDeleteAdmin.actions, "cancel_selected", "release_expired_now"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(total_amount=_line_totals())
+
+    def has_add_permission(self, request):
+        return False  # orders are placed by customers, through order_place
+
+    def has_change_permission(self, request, obj=None):
+        return False  # status changes only through the services: see the actions
+
+    def has_manage_permission(self, request):
+        """Who may run the order services from the list: staff allowed to change orders."""
+        return request.user.has_perm(f"{self.opts.app_label}.{get_permission_codename('change', self.opts)}")
+
+    def get_deleted_objects(self, objs, request):
+        """An order awaiting payment holds stock, and the expiry sweep skips deleted orders: cancel it first."""
+        objs = list(objs)
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        holding = [
+            f"{order.number}: awaiting payment, it still holds stock (cancel it first)"
+            for order in objs
+            if order.status == Status.AWAITING_PAYMENT
+        ]
+        return deleted, counts, perms_needed, protected + holding
+
+    def delete_queryset(self, request, queryset):
+        """The status is checked again in the UPDATE itself, in case a payment revived an expired order meanwhile."""
+        super().delete_queryset(request, queryset.exclude(status=Status.AWAITING_PAYMENT))
+
+    @admin.display(description="customer / email", ordering="email")
+    def buyer(self, order):
+        return order.customer.username if order.customer else order.email
+
+    @admin.display(description="total", ordering="total_amount")
+    def total(self, order):
+        return order.total_amount
+
+    @admin.action(description="Cancel selected orders (their stock is released)", permissions=["manage"])
+    def cancel_selected(self, request, queryset):
+        cancelled, already, refused = 0, 0, []
+        for order in queryset:
+            if order.status == Status.CANCELLED:
+                already += 1
+                continue
+            try:
+                order_cancel(order=order)
+            except DomainError as exc:
+                refused.append(f"{order.number} ({exc.code}: {exc.detail})")
+            else:
+                cancelled += 1
+        if cancelled:
+            self.message_user(request, f"Cancelled {cancelled} order(s); their stock is available again.")
+        if already:
+            self.message_user(request, f"{already} order(s) were already cancelled.", messages.INFO)
+        if refused:
+            self.message_user(request, "Not cancelled: " + "; ".join(refused), messages.ERROR)
+
+    @admin.action(
+        description="Release expired orders now (every overdue order, selected or not)", permissions=["manage"]
+    )
+    def release_expired_now(self, request, queryset):
+        result = order_release_expired(batch_size=settings.SWEEP_BATCH_SIZE)
+        self.message_user(request, f"Released {result.done} expired order(s): {result.units} unit(s) back in stock.")
+        if result.skipped:
+            self.message_user(
+                request,
+                f"Skipped {len(result.skipped)} busy order(s); the next sweep retries them: "
+                + ", ".join(result.skipped),
+                messages.WARNING,
+            )

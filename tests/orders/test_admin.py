@@ -1,0 +1,170 @@
+"""The order admin: read-only records, service-backed actions, soft delete that never strands reserved stock.
+
+Transactional tests: the actions run the order services, whose durable transactions need a real commit.
+"""
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.auth.models import Permission
+from django.urls import reverse
+from django.utils import timezone
+
+from orders.models import Order
+from orders.services import order_cancel, order_pay, order_place
+from tests.conftest import assert_books_balance, messages_of, stock_of
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CHANGELIST = reverse("admin:orders_order_changelist")
+
+
+def place(sku, quantity, key, email="x@example.com"):
+    return order_place(email=email, items=[{"sku": sku, "quantity": quantity}], idempotency_key=key)
+
+
+def make_overdue(*orders):
+    Order.objects.filter(pk__in=[o.pk for o in orders]).update(expires_at=timezone.now() - timedelta(seconds=1))
+
+
+def listed(client, query="") -> set[str]:
+    response = client.get(CHANGELIST + query)
+    assert response.status_code == 200
+    return {order.number for order in response.context["cl"].result_list}
+
+
+def run_action(client, action, *orders, **extra):
+    data = {"action": action, ACTION_CHECKBOX_NAME: [o.pk for o in orders], "index": 0, **extra}
+    return client.post(CHANGELIST + "?deleted=all", data)
+
+
+def test_the_order_pages_open_and_are_read_only(staff_admin, make_product):
+    make_product(sku="MUG", stock=10, price="12.50")
+    make_product(sku="CAP", stock=10, price="20.00")
+    order = order_place(
+        email="x@example.com",
+        items=[{"sku": "MUG", "quantity": 2}, {"sku": "CAP", "quantity": 1}],
+        idempotency_key="k1",
+    )
+    url = reverse("admin:orders_order_change", args=[order.pk])
+
+    changelist = staff_admin.get(CHANGELIST)
+    page = staff_admin.get(url)
+
+    assert changelist.status_code == page.status_code == 200
+    [row] = changelist.context["cl"].result_list
+    assert (row.number, row.status, str(row.total_amount)) == (order.number, "awaiting_payment", "45.00")
+    assert page.context["title"] == "View order"
+    [lines] = page.context["inline_admin_formsets"]
+    assert [form.instance.product.sku for form in lines.formset.forms] == ["MUG", "CAP"]
+    assert "2 active until" in page.content.decode()
+    assert staff_admin.post(url, {"status": "paid"}).status_code == 403
+    assert staff_admin.get(reverse("admin:orders_order_add")).status_code == 403
+    assert Order.objects.get().status == "awaiting_payment"
+
+
+def test_search_and_filters(staff_admin, make_product):
+    make_product(sku="MUG", stock=10)
+    fresh = place("MUG", 1, "k1", email="ann@example.com")
+    overdue = place("MUG", 1, "k2", email="bob@example.com")
+    paid = order_pay(order=place("MUG", 1, "k3"))
+    make_overdue(overdue, paid)
+
+    assert listed(staff_admin, f"?q={fresh.number}") == {fresh.number}
+    assert listed(staff_admin, "?q=bob@example") == {overdue.number}
+    assert listed(staff_admin, "?status=paid") == {paid.number}
+    assert listed(staff_admin, "?expired=yes") == {overdue.number}
+    assert listed(staff_admin, "?expired=no") == {fresh.number, paid.number}
+
+
+def test_cancel_selected_cancels_through_the_service_and_reports_each_refusal(staff_admin, make_product):
+    mug = make_product(sku="MUG", stock=10)
+    first, second = place("MUG", 2, "k1"), place("MUG", 3, "k2")
+    already = order_cancel(order=place("MUG", 1, "k3"))
+    paid = order_pay(order=place("MUG", 1, "k4"))
+
+    response = run_action(staff_admin, "cancel_selected", first, second, already, paid)
+
+    assert response.status_code == 302
+    assert messages_of(response) == [
+        "Cancelled 2 order(s); their stock is available again.",
+        "1 order(s) were already cancelled.",
+        f"Not cancelled: {paid.number} (order_not_cancellable: A paid order cannot be cancelled.)",
+    ]
+    statuses = dict(Order.objects.values_list("number", "status"))
+    assert [statuses[o.number] for o in (first, second, already, paid)] == ["cancelled"] * 3 + ["paid"]
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (9, 0)
+    assert_books_balance(mug)
+
+
+def test_release_expired_now_runs_the_sweep_and_reports_it(staff_admin, make_product):
+    mug = make_product(sku="MUG", stock=10)
+    overdue = [place("MUG", 1, "k1"), place("MUG", 2, "k2")]
+    fresh = place("MUG", 4, "k3")
+    make_overdue(*overdue)
+
+    response = run_action(staff_admin, "release_expired_now", fresh)  # the selection does not matter
+
+    assert messages_of(response) == ["Released 2 expired order(s): 3 unit(s) back in stock."]
+    assert set(Order.objects.filter(status="expired").values_list("pk", flat=True)) == {o.pk for o in overdue}
+    assert Order.objects.get(pk=fresh.pk).status == "awaiting_payment"
+    assert stock_of(mug).reserved == 4
+    assert_books_balance(mug)
+
+
+def test_staff_who_may_only_view_orders_get_no_service_actions(client, staff_user, make_product):
+    make_product(sku="MUG", stock=10)
+    order = place("MUG", 1, "k1")
+    staff_user.user_permissions.add(*Permission.objects.filter(codename__in=["view_order", "view_orderline"]))
+    client.force_login(staff_user)
+
+    assert client.get(CHANGELIST).context["action_form"] is None
+    run_action(client, "cancel_selected", order)
+    assert Order.objects.get().status == "awaiting_payment"
+
+
+def test_delete_is_soft_but_never_for_an_order_that_still_holds_stock(staff_admin, make_product):
+    mug = make_product(sku="MUG", stock=10)
+    open_order = place("MUG", 2, "k1")
+    cancelled = order_cancel(order=place("MUG", 1, "k2"))
+
+    refused = staff_admin.post(reverse("admin:orders_order_delete", args=[open_order.pk]), {"post": "yes"})
+    refused_bulk = run_action(staff_admin, "delete_selected", open_order, cancelled, post="yes")
+
+    assert refused.status_code == refused_bulk.status_code == 200
+    assert refused.context["protected"] == [
+        f"{open_order.number}: awaiting payment, it still holds stock (cancel it first)"
+    ]
+    assert refused_bulk.context["protected"] == refused.context["protected"]
+    assert Order.objects.count() == 2
+
+    response = staff_admin.post(reverse("admin:orders_order_delete", args=[cancelled.pk]), {"post": "yes"})
+
+    assert response.status_code == 302
+    assert Order.all_objects.get(pk=cancelled.pk).is_deleted
+    assert listed(staff_admin) == {open_order.number}
+    assert listed(staff_admin, "?deleted=yes") == {cancelled.number}
+    assert staff_admin.get(reverse("admin:orders_order_change", args=[cancelled.pk])).status_code == 200
+    assert stock_of(mug).reserved == 2
+    assert_books_balance(mug)
+
+
+def test_restore_and_erase_of_deleted_orders(staff_admin, admin_client, make_product):
+    make_product(sku="MUG", stock=10)
+    order = order_cancel(order=place("MUG", 1, "k1"))
+    order.delete()
+
+    erase = run_action(admin_client, "hard_delete_selected", order)
+
+    assert messages_of(erase) == [
+        f"Kept, because other records need them: {order.number} (still referred to by order lines, stock movements)"
+    ]
+    assert "hard_delete_selected" not in dict(
+        staff_admin.get(CHANGELIST).context["action_form"].fields["action"].choices
+    )
+
+    restore = run_action(staff_admin, "restore_selected", order)
+
+    assert messages_of(restore) == ["Restored 1 order."]
+    assert listed(staff_admin) == {order.number}
