@@ -52,6 +52,7 @@ def build(orders: int, skus: int) -> None:
             number=new_order_number(),
             email="bench@example.com",
             idempotency_key=f"bench-{n}",
+            idempotency_key_hash=f"{n:064d}",
             idempotency_scope="email:bench@example.com",
             request_fingerprint="-",
             expires_at=now - timedelta(minutes=1),

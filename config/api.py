@@ -4,6 +4,8 @@ Every refusal is ``{"code": ..., "detail": ..., "fields": {...}}`` plus the erro
 ``insufficient_stock``, ``shortages``). Domain errors map to HTTP statuses here, in one table.
 """
 
+import re
+
 from django.conf import settings
 from rest_framework import exceptions, serializers, status
 from rest_framework.pagination import PageNumberPagination
@@ -39,7 +41,7 @@ STATUS_BY_CODE = {
 }
 
 # DRF's own exceptions, renamed where their default code says less than ours.
-DRF_CODES = {"parse_error": "malformed_json", "invalid": "invalid_input", "not_found": "not_found"}
+DRF_CODES = {"parse_error": "malformed_json", "invalid": "invalid_input"}
 
 
 def exception_handler(exc, context):
@@ -92,7 +94,7 @@ class InsufficientStockErrorSerializer(ErrorSerializer):
 
 
 class Pagination(PageNumberPagination):
-    """Pages of 20 (``page_size`` up to 100). A malformed ``page_size`` is a 400, not silently ignored."""
+    """Pages of 20 (``page_size`` up to 100). A malformed ``page`` or ``page_size`` is a 400, not ignored."""
 
     page_size = 20
     page_size_query_param = "page_size"
@@ -100,9 +102,15 @@ class Pagination(PageNumberPagination):
 
     def get_page_size(self, request):
         raw = request.query_params.get(self.page_size_query_param)
-        if raw is not None and not (raw.isdigit() and 1 <= int(raw) <= self.max_page_size):
+        if raw is not None and not (re.fullmatch(r"[0-9]{1,3}", raw) and 1 <= int(raw) <= self.max_page_size):
             raise exceptions.ValidationError({"page_size": f"A whole number from 1 to {self.max_page_size}."})
         return super().get_page_size(request)
+
+    def get_page_number(self, request, paginator):
+        raw = request.query_params.get(self.page_query_param)
+        if raw is not None and not re.fullmatch(r"[0-9]{1,9}", raw):
+            raise exceptions.ValidationError({"page": "A page number, from 1."})
+        return super().get_page_number(request, paginator)
 
     def get_schema_operation_parameters(self, view):
         parameters = super().get_schema_operation_parameters(view)

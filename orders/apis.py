@@ -38,8 +38,9 @@ IDEMPOTENCY_KEY = OpenApiParameter(
     type=str,
     description="Unique per order attempt: a retry with the same key and body returns the same order.",
 )
-UNAUTHENTICATED = OpenApiResponse(ErrorSerializer, description="not_authenticated")
-NOT_FOUND = OpenApiResponse(ErrorSerializer, description="not_found: no such order of yours")
+UNAUTHENTICATED = OpenApiResponse(ErrorSerializer, description="not_authenticated, authentication_failed")
+CSRF_REFUSED = OpenApiResponse(ErrorSerializer, description="permission_denied: session auth without a CSRF token")
+NOT_FOUND = OpenApiResponse(ErrorSerializer, description="not_found (no such order of yours), order_not_found")
 BUSY = OpenApiResponse(ErrorSerializer, description="lock_timeout or lock_unavailable; see Retry-After")
 
 
@@ -94,6 +95,7 @@ class OrderCollectionApi(generics.ListAPIView):
                 "malformed_json, idempotency_key_required",
             ),
             401: UNAUTHENTICATED,
+            403: CSRF_REFUSED,
             409: OpenApiResponse(InsufficientStockErrorSerializer, description="insufficient_stock, per SKU"),
             422: OpenApiResponse(ErrorSerializer, description="idempotency_conflict: key reused with another body"),
             429: OpenApiResponse(ErrorSerializer, description="throttled; see Retry-After"),
@@ -137,6 +139,7 @@ class OrderPayApi(APIView):
             ),
             401: UNAUTHENTICATED,
             402: OpenApiResponse(ErrorSerializer, description="payment_declined: the stock was released"),
+            403: CSRF_REFUSED,
             404: NOT_FOUND,
             409: OpenApiResponse(
                 InsufficientStockErrorSerializer,
@@ -164,6 +167,7 @@ class OrderCancelApi(APIView):
         responses={
             200: OrderOutputSerializer,
             401: UNAUTHENTICATED,
+            403: CSRF_REFUSED,
             404: NOT_FOUND,
             409: OpenApiResponse(ErrorSerializer, description="order_not_cancellable: it is paid"),
             503: BUSY,

@@ -31,6 +31,8 @@ class Order(BaseModel):
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.AWAITING_PAYMENT, db_index=True)
     expires_at = models.DateTimeField(db_index=True)
     idempotency_key = models.CharField(max_length=64)
+    # sha256 of the key: keys are compared exactly, whatever the column collation ("abc" is not "ABC").
+    idempotency_key_hash = models.CharField(max_length=64, editable=False)
     # Whose key it is: "user:<id>" or "email:<address>", so guests' keys are unique too.
     idempotency_scope = models.CharField(max_length=300, editable=False)
     # Hash of the normalised lines: a replay with the same key must carry the same request.
@@ -45,7 +47,7 @@ class Order(BaseModel):
         ordering = ["-created_at", "-id"]
         constraints = [
             models.UniqueConstraint(
-                fields=["idempotency_scope", "idempotency_key"], name="order_idempotency_key_per_customer"
+                fields=["idempotency_scope", "idempotency_key_hash"], name="order_idempotency_key_per_customer"
             ),
             models.CheckConstraint(condition=~Q(idempotency_key=""), name="order_idempotency_key_present"),
         ]

@@ -1,6 +1,6 @@
 """Reads of orders for sweeps and checks."""
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from inventory.models import Reservation
@@ -33,3 +33,11 @@ def order_list_for_customer(*, customer) -> QuerySet[Order]:
 def order_find_for_customer(*, customer, number: str) -> Order | None:
     """The customer's order with this number; another customer's order is as good as missing."""
     return order_list_for_customer(customer=customer).filter(number=number).first()
+
+
+def order_list_for_visitor(*, customer, guest_numbers) -> QuerySet[Order]:
+    """A web visitor's orders: their account's (if logged in) and those this browser placed as a guest."""
+    mine = Q(customer=None, number__in=list(guest_numbers))
+    if customer is not None:
+        mine |= Q(customer=customer)
+    return Order.objects.filter(mine).prefetch_related("lines__product").order_by("-created_at", "-id")

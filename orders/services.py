@@ -69,9 +69,13 @@ def _idempotency_scope(*, customer, email) -> tuple[str, str]:
     return (f"user:{customer.pk}" if customer is not None else f"email:{email}"), email
 
 
+def _key_hash(idempotency_key: str) -> str:
+    return hashlib.sha256(idempotency_key.encode()).hexdigest()
+
+
 def _order_replay(*, scope: str, idempotency_key: str, fingerprint: str) -> Order | None:
     """The order an earlier request with this key placed, if any; a different request is a conflict."""
-    order = Order.all_objects.filter(idempotency_scope=scope, idempotency_key=idempotency_key).first()
+    order = Order.all_objects.filter(idempotency_scope=scope, idempotency_key_hash=_key_hash(idempotency_key)).first()
     if order is not None and order.request_fingerprint != fingerprint:
         raise IdempotencyConflict(number=order.number)
     return order
@@ -136,6 +140,7 @@ def _order_create_reserved(*, customer, email, replay, lines, products) -> Order
             customer=customer,
             email=email,
             idempotency_key=replay["idempotency_key"],
+            idempotency_key_hash=_key_hash(replay["idempotency_key"]),
             idempotency_scope=replay["scope"],
             request_fingerprint=replay["fingerprint"],
             expires_at=expires_at,

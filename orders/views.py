@@ -11,12 +11,13 @@ from django.views.decorators.http import require_POST
 
 from inventory.errors import DomainError, InsufficientStock
 from orders.payments import SimulatedGateway
-from orders.selectors import order_find_for_customer, order_list_for_customer
+from orders.selectors import order_find_for_customer, order_list_for_visitor
 from orders.services import order_cancel, order_pay, order_place
-from shop.cart import cart_clear, cart_items
+from shop.cart import cart_clear
 from shop.views import cart_lines
 
 SESSION_ORDERS = "orders"  # numbers of the orders this browser placed as a guest
+SESSION_CHECKOUT_KEYS = "checkout_keys"  # idempotency keys of checkout pages shown to this browser
 
 
 class CheckoutForm(forms.Form):
@@ -26,40 +27,52 @@ class CheckoutForm(forms.Form):
 
 
 def checkout(request):
-    lines = cart_lines(request.session)
+    issued = request.session.get(SESSION_CHECKOUT_KEYS, {})  # key -> order number once placed
+    if request.method == "POST":
+        key = request.POST.get("idempotency_key", "")
+        if issued.get(key):  # a second submit of a page that already placed its order
+            return redirect("order-detail", number=issued[key])
+    lines = cart_lines(request)
     if not lines:
         messages.info(request, "Your cart is empty.")
         return redirect("catalog")
     shortages = {}
-    if request.method == "POST":
-        form = CheckoutForm(request.POST)
-        if form.is_valid() and not request.user.is_authenticated and not form.cleaned_data["email"]:
+    form = CheckoutForm(request.POST if request.method == "POST" else None)
+    if request.method == "POST" and form.is_valid():
+        if form.cleaned_data["idempotency_key"] not in issued:
+            messages.error(request, "This checkout page has expired; please check your order and place it again.")
+        elif not request.user.is_authenticated and not form.cleaned_data["email"]:
             form.add_error("email", "Give an email address, or log in.")
-        if form.is_valid():
+        else:
             try:
                 order = order_place(
                     customer=request.user if request.user.is_authenticated else None,
                     email=form.cleaned_data["email"] or getattr(request.user, "email", ""),
-                    items=cart_items(request.session),
+                    items=[{"sku": line["product"].sku, "quantity": line["quantity"]} for line in lines],
                     idempotency_key=form.cleaned_data["idempotency_key"],
                 )
             except InsufficientStock as exc:
                 shortages = {s["sku"]: s["available"] for s in exc.payload["shortages"]}
                 messages.error(request, "Not enough stock for some lines; nothing was reserved.")
             except DomainError as exc:
-                messages.error(request, exc.detail)
+                messages.error(request, _explain(exc))
             else:
                 cart_clear(request.session)
-                _remember(request, order)
+                _remember(request, order, key=form.cleaned_data["idempotency_key"])
                 return redirect("order-detail", number=order.number)
+    # Every page shown gets a fresh key: a new attempt after a refusal is a new request.
+    key = uuid.uuid4().hex
+    request.session[SESSION_CHECKOUT_KEYS] = {**dict(list(issued.items())[-19:]), key: None}
+    if form.is_bound:
+        form.data = form.data.copy()
+        form.data["idempotency_key"] = key
     else:
-        form = CheckoutForm(initial={"idempotency_key": uuid.uuid4().hex})
+        form = CheckoutForm(initial={"idempotency_key": key})
     for line in lines:
         line["short"] = line["product"].sku in shortages
         line["left"] = shortages.get(line["product"].sku)
-    return render(
-        request, "orders/checkout.html", {"form": form, "lines": lines, "total": sum(line["total"] for line in lines)}
-    )
+    total = sum(line["total"] for line in lines)
+    return render(request, "orders/checkout.html", {"form": form, "lines": lines, "total": total})
 
 
 def order_detail(request, number: str):
@@ -81,7 +94,7 @@ def order_pay_view(request, number: str):
         order_pay(order=order, payment_token=token)
         messages.success(request, "Paid. Thank you!")
     except DomainError as exc:
-        messages.error(request, exc.detail)
+        messages.error(request, _explain(exc))
     return redirect("order-detail", number=order.number)
 
 
@@ -96,27 +109,31 @@ def order_cancel_view(request, number: str):
 
 
 def order_list(request):
-    if request.user.is_authenticated:
-        orders = order_list_for_customer(customer=request.user)
-    else:
-        numbers = request.session.get(SESSION_ORDERS, [])
-        orders = order_list_for_customer(customer=None).filter(number__in=numbers)
+    orders = order_list_for_visitor(
+        customer=request.user if request.user.is_authenticated else None,
+        guest_numbers=request.session.get(SESSION_ORDERS, []),
+    )
     return render(request, "orders/order_list.html", {"orders": orders})
 
 
-def _remember(request, order) -> None:
+def _remember(request, order, *, key: str) -> None:
+    request.session[SESSION_CHECKOUT_KEYS] = {**request.session.get(SESSION_CHECKOUT_KEYS, {}), key: order.number}
     if not request.user.is_authenticated:
         request.session[SESSION_ORDERS] = [*request.session.get(SESSION_ORDERS, []), order.number][-50:]
 
 
+def _explain(exc: DomainError) -> str:
+    skus = exc.payload.get("skus")
+    return f"{exc.detail} ({', '.join(skus)})" if skus else exc.detail
+
+
 def _order_for(request, number: str):
     """The visitor's own order: their account's, or one this browser placed as a guest."""
+    order = None
     if request.user.is_authenticated:
         order = order_find_for_customer(customer=request.user, number=number)
-    elif number in request.session.get(SESSION_ORDERS, []):
+    if order is None and number in request.session.get(SESSION_ORDERS, []):
         order = order_find_for_customer(customer=None, number=number)
-    else:
-        order = None
     if order is None:
         raise Http404("No such order.")
     return order

@@ -2,14 +2,16 @@
 
 from django import forms
 from django.conf import settings
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import F
 from django.urls import reverse
 from django.utils.html import format_html
 
 from inventory.admin import LowStockFilter
+from inventory.errors import DomainError
 from inventory.models import Stock
+from inventory.services import stock_restock
 from shop.admin_base import NonAtomicChangeformMixin, ReadOnlyAdminMixin, SoftDeleteAdmin
 from shop.models import Product
 from shop.services import product_create
@@ -105,10 +107,15 @@ class ProductAdmin(NonAtomicChangeformMixin, SoftDeleteAdmin):
             description=obj.description,
             price=obj.price,
             is_active=obj.is_active,
-            initial_stock=form.cleaned_data["initial_stock"] or 0,
-            actor=request.user,
         ).pk
         obj.refresh_from_db()
+        if quantity := form.cleaned_data["initial_stock"]:
+            try:
+                stock_restock(sku=obj.sku, quantity=quantity, reason="initial stock", actor=request.user)
+            except DomainError as exc:  # the SKU was busy or Redis was down: the product exists, say so
+                self.message_user(
+                    request, f"{obj.sku} was created without its initial stock: {exc.as_text()}", messages.ERROR
+                )
 
     def hard_delete_object(self, obj):
         """A product whose stock never moved takes its empty Stock row along; any ledger row keeps both."""

@@ -26,8 +26,3 @@ def cart_add(session, *, sku: str, quantity: int) -> None:
 
 def cart_clear(session) -> None:
     session.pop(SESSION_KEY, None)
-
-
-def cart_items(session) -> list[dict]:
-    """The cart as order items, for ``order_place``."""
-    return [{"sku": sku, "quantity": quantity} for sku, quantity in sorted(cart_get(session).items())]

@@ -34,12 +34,13 @@ def cart_add_view(request, sku: str):
         messages.error(request, "That could not be added to the cart.")
         return redirect("catalog")
     cart_add(request.session, sku=product.sku, quantity=form.cleaned_data["quantity"])
-    messages.success(request, f"Added {form.cleaned_data['quantity']} x {product.name} to your cart.")
-    return redirect(request.POST.get("next") or "cart")
+    in_cart = cart_get(request.session)[product.sku]
+    messages.success(request, f"{product.name}: {in_cart} in your cart.")
+    return redirect("cart")
 
 
 def cart_view(request):
-    return render(request, "shop/cart.html", {"lines": cart_lines(request.session)})
+    return render(request, "shop/cart.html", {"lines": cart_lines(request)})
 
 
 @require_POST
@@ -47,15 +48,21 @@ def cart_update_view(request, sku: str):
     form = QuantityForm(request.POST)
     if form.is_valid() and sku in cart_get(request.session):
         cart_set(request.session, sku=sku, quantity=form.cleaned_data["quantity"])
+    else:
+        messages.error(request, f"Give a quantity from 0 to {settings.MAX_LINE_QUANTITY}.")
     return redirect("cart")
 
 
-def cart_lines(session) -> list[dict]:
-    """Cart lines with their products and what is available now (products no longer for sale drop out)."""
-    products = {p.sku: p for p in product_list_for_catalog().filter(sku__in=list(cart_get(session)))}
+def cart_lines(request) -> list[dict]:
+    """Cart lines with their products; products no longer for sale leave the cart, and the visitor is told."""
+    cart = cart_get(request.session)
+    products = {p.sku: p for p in product_list_for_catalog().filter(sku__in=list(cart))}
     lines = []
-    for sku, quantity in sorted(cart_get(session).items()):
+    for sku, quantity in sorted(cart.items()):
         product = products.get(sku)
-        if product is not None:
+        if product is None:
+            cart_set(request.session, sku=sku, quantity=0)
+            messages.warning(request, f"{sku} is no longer for sale and was removed from your cart.")
+        else:
             lines.append({"product": product, "quantity": quantity, "total": product.price * quantity})
     return lines

@@ -116,8 +116,8 @@ def customer_client(customer):
 
 
 @pytest.fixture
-def staff_client(staff_user):
-    return client_for(staff_user)
+def staff_client(shop_staff):
+    return client_for(shop_staff)
 
 
 @pytest.fixture

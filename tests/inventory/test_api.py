@@ -2,7 +2,7 @@ import pytest
 
 from inventory.models import StockMovement
 from orders.services import order_place
-from tests.conftest import assert_books_balance, stock_of
+from tests.conftest import assert_books_balance, client_for, stock_of
 
 pytestmark = pytest.mark.django_db
 
@@ -84,8 +84,14 @@ def test_the_ledger_is_paginated_newest_first(staff_client, mug, customer):
     assert staff_client.get(body["next"]).json()["results"][0]["kind"] == "restock"
 
 
-def test_inventory_is_for_staff_only(api_client, customer_client, staff_client, mug):
-    for client, status, code in ((api_client, 401, "not_authenticated"), (customer_client, 403, "permission_denied")):
+def test_inventory_is_for_staff_with_stock_permissions(api_client, customer_client, staff_client, staff_user, mug):
+    staff_user.user_permissions.clear()  # staff, but not allowed to see or change stock
+    bare_staff = client_for(staff_user)
+    for client, status, code in (
+        (api_client, 401, "not_authenticated"),
+        (customer_client, 403, "permission_denied"),
+        (bare_staff, 403, "permission_denied"),
+    ):
         for response in (
             client.get("/api/inventory/MUG/"),
             client.patch("/api/inventory/MUG/", {"delta": 1, "reason": "r"}, format="json"),

@@ -65,10 +65,33 @@ def test_submitting_the_checkout_twice_places_one_order(client, mug):
     add_to_cart(client, "MUG", 2)
     form = {"email": "ann@example.com", "idempotency_key": checkout_key(client)}
     first = client.post("/checkout/", form)
-    add_to_cart(client, "MUG", 2)  # the cart was emptied; the second submit carries the same page's key
-    second = client.post("/checkout/", form)
-    assert first["Location"] == second["Location"]
+    second = client.post("/checkout/", form)  # the cart is empty by now: the page's key finds the order
+    assert first["Location"] == second["Location"] == f"/orders/{Order.objects.get().number}/"
     assert Order.objects.count() == 1 and stock_of(mug).reserved == 2
+
+
+def test_a_checkout_key_from_another_browser_is_refused(client, mug):
+    add_to_cart(client, "MUG", 1)
+    form = {"email": "ann@example.com", "idempotency_key": checkout_key(client)}
+    client.post("/checkout/", form)
+    other = client.__class__()
+    add_to_cart(other, "MUG", 1)
+    checkout_key(other)
+    page = other.post("/checkout/", form)  # same email and key, but the key was not issued to this browser
+    assert "This checkout page has expired" in page.content.decode()
+    assert other.get(f"/orders/{Order.objects.get().number}/").status_code == 404
+
+
+def test_a_product_no_longer_for_sale_leaves_the_cart_with_a_message(client, mug, make_product):
+    tee = make_product(sku="TEE", name="Black tee", stock=5)
+    add_to_cart(client, "MUG", 1)
+    add_to_cart(client, "TEE", 1)
+    tee.is_active = False
+    tee.save()
+    page = client.get("/cart/").content.decode()
+    assert "TEE is no longer for sale" in page and 'href="/products/TEE/"' not in page
+    client.post("/checkout/", {"email": "ann@example.com", "idempotency_key": checkout_key(client)})
+    assert [line.product.sku for line in Order.objects.get().lines.all()] == ["MUG"]
 
 
 def test_insufficient_stock_says_per_line_what_is_left(client, mug, make_product):
@@ -145,6 +168,15 @@ def test_a_logged_in_customer_checks_out_and_sees_my_orders(client, mug, custome
     assert order.number in client.get("/orders/").content.decode()
     client.post("/accounts/logout/")
     assert client.get(f"/orders/{order.number}/").status_code == 404
+
+
+def test_guest_orders_stay_visible_after_logging_in(client, mug, customer):
+    add_to_cart(client, "MUG")
+    client.post("/checkout/", {"email": "ann@example.com", "idempotency_key": checkout_key(client)})
+    number = Order.objects.get().number
+    client.post("/accounts/login/", {"username": "alice", "password": "pw-alice-123"})
+    assert client.get(f"/orders/{number}/").status_code == 200
+    assert number in client.get("/orders/").content.decode()
 
 
 def test_csrf_is_enforced(mug):
