@@ -2,6 +2,7 @@
 
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.auth import get_permission_codename
 from django.db.models import DecimalField, F, OuterRef, Subquery, Sum
 from django.utils import timezone
@@ -132,6 +133,16 @@ class OrderAdmin(SoftDeleteAdmin):
             self.message_user(request, f"{already} order(s) were already cancelled.", messages.INFO)
         if refused:
             self.message_user(request, "Not cancelled: " + "; ".join(refused), messages.ERROR)
+
+    def changelist_view(self, request, extra_context=None):
+        """Let "Release expired orders now" run with nothing ticked: it sweeps every overdue order anyway."""
+        post = request.POST
+        if request.method == "POST" and post.get("action") == "release_expired_now":
+            if not post.getlist(helpers.ACTION_CHECKBOX_NAME):
+                request.POST = post.copy()
+                request.POST.setlist(helpers.ACTION_CHECKBOX_NAME, ["0"])
+                request.POST["select_across"] = "1"
+        return super().changelist_view(request, extra_context)
 
     @admin.action(
         description="Release expired orders now (every overdue order, selected or not)", permissions=["manage"]

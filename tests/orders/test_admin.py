@@ -113,6 +113,14 @@ def test_release_expired_now_runs_the_sweep_and_reports_it(staff_admin, make_pro
     assert_books_balance(mug)
 
 
+def test_release_expired_now_needs_no_ticked_row(staff_admin, make_product):
+    mug = make_product(sku="MUG", stock=10)
+    make_overdue(place("MUG", 2, "k1"))
+    response = staff_admin.post(CHANGELIST, {"action": "release_expired_now", "index": 0})
+    assert messages_of(response) == ["Released 1 expired order(s): 2 unit(s) back in stock."]
+    assert stock_of(mug).reserved == 0
+
+
 def test_staff_who_may_only_view_orders_get_no_service_actions(client, staff_user, make_product):
     make_product(sku="MUG", stock=10)
     order = place("MUG", 1, "k1")
