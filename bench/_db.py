@@ -26,4 +26,5 @@ def use_bench_database() -> str:
     os.environ["DATABASE_URL"] = url.rsplit("/", 1)[0] + "/" + name
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("LOCK_KEY_PREFIX", "bench")
+    os.environ.setdefault("SECRET_KEY", "bench-only-not-a-secret")
     return name

@@ -18,9 +18,9 @@ env = environ.Env()
 DEBUG = env.bool("DEBUG", default=False)
 SECRET_KEY = env("SECRET_KEY", default="")
 if not SECRET_KEY:
-    if not DEBUG and env.bool("REQUIRE_SECRET_KEY", default=False):
-        raise environ.ImproperlyConfigured("SECRET_KEY must be set in production")
-    # Development only: a fixed, obviously insecure key so sessions survive restarts.
+    if not DEBUG:
+        # Never fall back to a known key outside development: anyone could forge sessions.
+        raise environ.ImproperlyConfigured("Set SECRET_KEY (or DEBUG=1 for local development)")
     SECRET_KEY = "insecure-dev-key-set-SECRET_KEY-in-production"
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 

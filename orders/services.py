@@ -315,8 +315,11 @@ def order_release_failed_payments(*, batch_size: int, progress=None) -> SweepRes
 
 
 def _orders_sweep(queryset, *, action, batch_size: int, progress) -> SweepResult:
+    """One pass over the orders in id order: a skipped order waits for the next run, even if its lease lapses."""
     result = SweepResult()
-    while batch := _orders_claim(queryset, batch_size=batch_size):
+    last_id = 0
+    while batch := _orders_claim(queryset.filter(pk__gt=last_id), batch_size=batch_size):
+        last_id = batch[-1].pk
         for order in batch:
             units = sum(line.quantity for line in order.lines.all())
             outcome = _order_sweep_one(order, action)

@@ -30,6 +30,7 @@ def worker_env(**overrides) -> dict:
     db = settings.DATABASES["default"]
     return {
         "PATH": os.environ["PATH"],
+        "SECRET_KEY": settings.SECRET_KEY,
         "DATABASE_URL": f"mysql://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT'] or 3306}/{db['NAME']}",
         "REDIS_URL": settings.REDIS_URL,
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,

@@ -78,6 +78,7 @@ def test_in_embedded_mode_the_lock_store_is_shared_by_every_process(tmp_path):
     port = free_port()
     env = {
         "PATH": os.environ["PATH"],
+        "SECRET_KEY": settings.SECRET_KEY,
         "SQLITE_PATH": str(tmp_path / "shop.sqlite3"),
         "EMBEDDED_REDIS_PORT": str(port),
         "LOG_LEVEL": "WARNING",

@@ -37,6 +37,7 @@ def server(tmp_path):
     port = free_port()
     env = {
         "PATH": os.environ["PATH"],
+        "SECRET_KEY": settings.SECRET_KEY,
         "DATABASE_URL": f"mysql://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT'] or 3306}/{db['NAME']}",
         "REDIS_URL": settings.REDIS_URL,
         "LOCK_KEY_PREFIX": os.environ.get("LOCK_KEY_PREFIX", "test"),

@@ -64,7 +64,12 @@ def test_adjust_stock_refuses_bad_arguments_and_changes_nothing(make_product, ar
 
 def test_bad_arguments_exit_with_a_code_and_no_traceback():
     """From the shell: a clear message, exit 2, no traceback."""
-    env = {"DATABASE_URL": _database_url(), "REDIS_URL": settings.REDIS_URL, "PATH": "/usr/bin:/bin"}
+    env = {
+        "DATABASE_URL": _database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "PATH": "/usr/bin:/bin",
+        "SECRET_KEY": settings.SECRET_KEY,
+    }
     result = subprocess.run(
         [sys.executable, "manage.py", "adjust_stock", "MUG", "--set", "lots", "--reason", "r"],
         capture_output=True,
