@@ -12,7 +12,7 @@ def use_bench_database() -> str:
     if not url.startswith("mysql"):
         raise SystemExit("Benchmarks run on MySQL/MariaDB: set DATABASE_URL=mysql://... (and REDIS_URL)")
     config = environ.Env.db_url_config(url)
-    name = f"{config['NAME']}_bench"
+    name = config["NAME"] if config["NAME"].endswith("_bench") else f"{config['NAME']}_bench"  # once per run
     connection = MySQLdb.connect(
         host=config["HOST"] or "127.0.0.1",
         port=int(config["PORT"] or 3306),

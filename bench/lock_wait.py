@@ -73,6 +73,22 @@ def run(lock_class, sleep, workers, rounds, hold):
     }
 
 
+def table(*, workers, rounds: int, hold_ms: float) -> list[str]:
+    rows = [
+        "| workers | design | acquisitions/s | vs ours | wait p50 ms | wait p99 ms | max wait ms | client CPU s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for count in workers:
+        results = {name: run(cls, sleep, count, rounds, hold_ms / 1000) for name, (cls, sleep) in DESIGNS.items()}
+        ours = results["queued hand-off (ours)"]["throughput"]
+        for name, r in results.items():
+            rows.append(
+                f"| {count} | {name} | {r['throughput']:.0f} | {r['throughput'] / ours:.2f} | {r['p50']:.1f} "
+                f"| {r['p99']:.1f} | {r['max']:.1f} | {r['cpu']:.2f} |"
+            )
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, nargs="+", default=[4, 16])
@@ -80,18 +96,7 @@ def main():
     parser.add_argument("--hold-ms", type=float, default=3.0)
     args = parser.parse_args()
     print(f"Redis: {settings.REDIS_URL}  hold: {args.hold_ms} ms  rounds per worker: {args.rounds}\n")
-    print("| workers | design | acquisitions/s | vs ours | wait p50 ms | wait p99 ms | max wait ms | client CPU s |")
-    print("|---|---|---|---|---|---|---|---|")
-    for workers in args.workers:
-        rows = {
-            name: run(cls, sleep, workers, args.rounds, args.hold_ms / 1000) for name, (cls, sleep) in DESIGNS.items()
-        }
-        ours = rows["queued hand-off (ours)"]["throughput"]
-        for name, r in rows.items():
-            print(
-                f"| {workers} | {name} | {r['throughput']:.0f} | {r['throughput'] / ours:.2f} | {r['p50']:.1f} "
-                f"| {r['p99']:.1f} | {r['max']:.1f} | {r['cpu']:.2f} |"
-            )
+    print("\n".join(table(workers=args.workers, rounds=args.rounds, hold_ms=args.hold_ms)))
 
 
 if __name__ == "__main__":

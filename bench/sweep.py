@@ -119,33 +119,38 @@ def floor() -> tuple[int, int]:
     return len(ids), 5
 
 
+def run_sweep(*, orders: int = 10_000, skus: int = 200, batch: int = 200) -> dict:
+    """Each sweep on identical fresh data: {name: (seconds, orders released, queries or 0)}."""
+    call_command("migrate", verbosity=0)
+    runs = {"ours x1": lambda: ours(1, batch), "ours x4": lambda: ours(4, batch), "floor": floor}
+    results = {}
+    for name, run in runs.items():
+        build(orders, skus)
+        started = time.perf_counter()
+        released, queries = run()
+        results[name] = (time.perf_counter() - started, released, queries)
+        assert released == orders, (name, released)
+    return results
+
+
+def sweep_table(results: dict) -> list[str]:
+    base = results["floor"][0]
+    rows = ["| sweep | seconds | orders/s | x floor time | queries per order |", "|---|---|---|---|---|"]
+    for name, (seconds, released, queries) in results.items():
+        per_order = "5 in all" if name == "floor" else (f"{queries / released:.1f}" if queries else "-")
+        rows.append(f"| {name} | {seconds:.1f} | {released / seconds:.0f} | {seconds / base:.1f} | {per_order} |")
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--orders", type=int, default=10_000)
     parser.add_argument("--skus", type=int, default=200)
     parser.add_argument("--batch", type=int, default=200)
     args = parser.parse_args()
-    call_command("migrate", verbosity=0)
-    runs = {"ours x1": lambda: ours(1, args.batch), "ours x4": lambda: ours(4, args.batch), "floor": floor}
-    results = {}
-    for name, run in runs.items():
-        build(args.orders, args.skus)
-        started = time.perf_counter()
-        released, queries = run()
-        results[name] = (time.perf_counter() - started, released, queries)
-        assert released == args.orders, (name, released)
-    base = results["floor"][0]
-    print(
-        f"MariaDB {'.'.join(map(str, connection.mysql_version))}, database {DATABASE}, {args.orders} overdue orders "
-        f"over {args.skus} SKUs, batch {args.batch}\n"
-    )
-    print("| sweep | seconds | orders/s | x floor time | queries per order |")
-    print("|---|---|---|---|---|")
-    for name, (seconds, released, queries) in results.items():
-        per_order = (
-            f"{queries / released:.1f}" if queries and name != "floor" else ("5 in all" if name == "floor" else "-")
-        )
-        print(f"| {name} | {seconds:.1f} | {released / seconds:.0f} | {seconds / base:.1f} | {per_order} |")
+    results = run_sweep(orders=args.orders, skus=args.skus, batch=args.batch)
+    print(f"MariaDB, database {DATABASE}, {args.orders} overdue orders over {args.skus} SKUs, batch {args.batch}\n")
+    print("\n".join(sweep_table(results)))
 
 
 if __name__ == "__main__":

@@ -134,7 +134,7 @@ LOCK_TTL_SECONDS = env.float("LOCK_TTL_SECONDS", default=10.0)
 LOCK_WAIT_SECONDS = env.float("LOCK_WAIT_SECONDS", default=5.0)
 # A release wakes the next waiter at once; this poll only catches locks that expired unreleased
 # (a crashed holder). Polling as the main wait costs latency and CPU: see bench/lock_wait.py.
-LOCK_POLL_SECONDS = env.float("LOCK_POLL_SECONDS", default=0.05)
+LOCK_POLL_SECONDS = env.float("LOCK_POLL_SECONDS", default=0.2)
 # A released lock is handed to the next waiter for this long; a waiter that died in the queue costs
 # at most this much. Must cover a live waiter waking up on a busy machine.
 LOCK_HANDOFF_CLAIM_SECONDS = env.float("LOCK_HANDOFF_CLAIM_SECONDS", default=0.5)
@@ -147,6 +147,8 @@ if min(LOCK_TTL_SECONDS, LOCK_WAIT_SECONDS, LOCK_POLL_SECONDS, LOCK_HANDOFF_CLAI
 
 MAX_LINE_QUANTITY = env.int("MAX_LINE_QUANTITY", default=1000)
 MAX_ORDER_LINES = env.int("MAX_ORDER_LINES", default=50)
+# How many queued one-SKU requests a lock holder serves in one transaction (inventory.services.stock_section_combined).
+STOCK_BATCH_MAX = env.int("STOCK_BATCH_MAX", default=64)
 MAX_STOCK_QUANTITY = env.int("MAX_STOCK_QUANTITY", default=1_000_000_000)
 
 PAYMENT_GATEWAY = env("PAYMENT_GATEWAY", default="orders.payments.SimulatedGateway")

@@ -51,7 +51,7 @@ class QueuedLock(Lock):
     which Redis Cluster forbids). ``bench/lock_wait.py`` measures this against polling.
     """
 
-    lua_acquire = lua_release = lua_abandon = None  # registered per class, not inherited from Lock
+    lua_acquire = lua_release = lua_abandon = lua_take = None  # registered per class, not inherited from Lock
 
     _PRELUDE = """
         local t = redis.call('time')
@@ -74,11 +74,16 @@ class QueuedLock(Lock):
         end
     """
 
-    # KEYS: lock, queue. ARGV: token, ttl_ms, wait_ms, our entry ('' before we queue), claim_ms.
-    # Returns {1, entry} once we hold the lock, {0, entry} while we wait in the queue.
+    # KEYS: lock, queue. ARGV: token, ttl_ms, wait_ms, our entry ('' before we queue), claim_ms,
+    # request ('' for none: see ``take``). Returns {1, entry} once we hold the lock, {0, entry} while we
+    # wait in the queue, {2, entry} once the holder took our request to serve it.
     LUA_ACQUIRE_SCRIPT = (
         _PRELUDE
         + """
+        local request = KEYS[1] .. ':req:' .. ARGV[1]
+        if ARGV[4] ~= '' and redis.call('exists', KEYS[1] .. ':served:' .. ARGV[1]) == 1 then
+            return {2, ARGV[4]}
+        end
         local holder = redis.call('get', KEYS[1])
         local head = redis.call('lindex', KEYS[2], 0)
         if not holder and head and head ~= ARGV[4] then
@@ -87,11 +92,13 @@ class QueuedLock(Lock):
         end
         if holder == ARGV[1] then
             redis.call('pexpire', KEYS[1], ARGV[2])  -- a hand-off claim becomes a full lease
+            redis.call('del', request)
             return {1, ARGV[4]}
         end
         if not holder then
             if ARGV[4] ~= '' then
                 redis.call('lrem', KEYS[2], 1, ARGV[4])
+                redis.call('del', request)
             end
             redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
             return {1, ARGV[4]}
@@ -100,6 +107,9 @@ class QueuedLock(Lock):
         if entry == '' then
             entry = (now + tonumber(ARGV[3])) .. ':' .. ARGV[1]
             redis.call('rpush', KEYS[2], entry)
+            if ARGV[6] ~= '' then
+                redis.call('set', request, ARGV[6], 'PX', tonumber(ARGV[3]) + tonumber(ARGV[2]))
+            end
         elseif not redis.call('lpos', KEYS[2], entry) then
             redis.call('lpush', KEYS[2], entry)  -- our claim lapsed before we woke: back to the front
         end
@@ -123,10 +133,14 @@ class QueuedLock(Lock):
     )
 
     # KEYS: lock, queue. ARGV: token, entry, ttl_ms, keep (1: keep a lock handed to us), claim_ms.
-    # Leaves the queue; returns 1 if we hold the lock after all.
+    # Leaves the queue; returns 1 if we hold the lock after all, 2 if the holder took our request.
     LUA_ABANDON_SCRIPT = (
         _PRELUDE
         + """
+        if redis.call('exists', KEYS[1] .. ':served:' .. ARGV[1]) == 1 then
+            return 2
+        end
+        redis.call('del', KEYS[1] .. ':req:' .. ARGV[1])
         redis.call('lrem', KEYS[2], 1, ARGV[2])
         if redis.call('get', KEYS[1]) ~= ARGV[1] then
             return 0
@@ -142,11 +156,43 @@ class QueuedLock(Lock):
     """
     )
 
+    # KEYS: lock, queue. ARGV: token, kind, limit, ttl_ms. The holder takes up to ``limit`` queued
+    # requests of its ``kind`` out of the queue (in queue order) to serve them; returns waiter, request, ...
+    LUA_TAKE_SCRIPT = (
+        _PRELUDE
+        + """
+        if redis.call('get', KEYS[1]) ~= ARGV[1] then
+            return {}
+        end
+        local taken, kind = {}, ARGV[2]
+        for _, entry in ipairs(redis.call('lrange', KEYS[2], 0, -1)) do
+            if #taken >= 2 * tonumber(ARGV[3]) then
+                break
+            end
+            local deadline, waiter = string.match(entry, '^(%d+):(.+)$')
+            local request = KEYS[1] .. ':req:' .. waiter
+            local payload = tonumber(deadline) >= now and redis.call('get', request)
+            if payload and string.sub(payload, 1, #kind) == kind then
+                redis.call('lrem', KEYS[2], 1, entry)
+                redis.call('del', request)
+                redis.call('set', KEYS[1] .. ':served:' .. waiter, 1, 'PX', ARGV[4])
+                table.insert(taken, waiter)
+                table.insert(taken, string.sub(payload, #kind + 1))
+            end
+        end
+        return taken
+    """
+    )
+
+    served = False  # a holder took our request (``acquire`` with a request)
+    served_result: bytes | None = None  # and this is its answer (None: it died before answering)
+
     def register_scripts(self) -> None:
         cls = type(self)
         if cls.lua_acquire is None:
             cls.lua_acquire = self.redis.register_script(cls.LUA_ACQUIRE_SCRIPT)
             cls.lua_abandon = self.redis.register_script(cls.LUA_ABANDON_SCRIPT)
+            cls.lua_take = self.redis.register_script(cls.LUA_TAKE_SCRIPT)
         super().register_scripts()
 
     @property
@@ -156,7 +202,12 @@ class QueuedLock(Lock):
     def _ms(self, seconds: float) -> int:
         return max(int(seconds * 1000), 1)
 
-    def acquire(self, sleep=None, blocking=None, blocking_timeout=None, token=None) -> bool:
+    def acquire(self, sleep=None, blocking=None, blocking_timeout=None, token=None, request: bytes = b"") -> bool:
+        """redis-py's ``acquire``; with a ``request`` (``kind`` + body), the holder may serve it instead.
+
+        Served means the holder took the request out of the queue and ran it in its own transaction:
+        then this returns False with the holder's answer in ``served_result``, and no lock is held.
+        """
         token = token if isinstance(token, bytes) else (token or uuid.uuid4().hex).encode()
         blocking = self.blocking if blocking is None else blocking
         wait = (self.blocking_timeout if blocking_timeout is None else blocking_timeout) if blocking else 0
@@ -165,22 +216,28 @@ class QueuedLock(Lock):
         ttl_ms, claim_ms = self._ms(self.timeout), self._ms(settings.LOCK_HANDOFF_CLAIM_SECONDS)
         wake = f"{self.name}:wake:{token.decode()}"
         deadline = time.monotonic() + wait
-        entry = b""
+        entry, state = b"", 0
         try:
             while True:
-                got, entry = self.lua_acquire(
+                state, entry = self.lua_acquire(
                     keys=[self.name, self._queue],
-                    args=[token, ttl_ms, self._ms(wait), entry, claim_ms],
+                    args=[token, ttl_ms, self._ms(wait), entry, claim_ms, request],
                     client=self.redis,
                 )
                 remaining = deadline - time.monotonic()
-                if got or remaining <= 0:
+                if state or remaining <= 0:
                     break
-                self.redis.blpop([wake], timeout=min(poll, remaining))
-            if not got and entry:
-                got = self.lua_abandon(
+                popped = self.redis.blpop([wake], timeout=min(poll, remaining))
+                if popped and popped[1].startswith(b"R"):
+                    self.served, self.served_result = True, popped[1][1:]
+                    return False
+            if not state and entry:
+                state = self.lua_abandon(
                     keys=[self.name, self._queue], args=[token, entry, ttl_ms, 1, claim_ms], client=self.redis
                 )
+            if state == 2:
+                self.served, self.served_result = True, self._await_answer(wake)
+                return False
         except BaseException:
             # Interrupted (a time limit, Ctrl-C): leave the queue and pass on a lock handed to us.
             if entry:
@@ -189,11 +246,39 @@ class QueuedLock(Lock):
                 )
             raise
         finally:
-            if entry:  # we queued: drop any wake-up left for us (an uncontended lock costs one call)
-                self.redis.delete(wake)
-        if got:
+            if entry and state != 1 and not self.served:
+                # We queued and gave up: drop our wake-up and request. (After a hand-off or an answer
+                # nothing is left but a served mark, which expires by itself: one call saved per buyer.)
+                self.redis.delete(wake, f"{self.name}:req:{token.decode()}")
+        if state == 1:
             self.local.token = token
-        return bool(got)
+        return state == 1
+
+    def _await_answer(self, wake: str) -> bytes | None:
+        """The holder took our request: its answer comes after its commit, within its lock TTL."""
+        deadline = time.monotonic() + self.timeout
+        while (remaining := deadline - time.monotonic()) > 0:
+            popped = self.redis.blpop([wake], timeout=max(remaining, 0.01))
+            if popped and popped[1].startswith(b"R"):
+                return popped[1][1:]
+        return None
+
+    def take(self, kind: bytes, limit: int) -> list[tuple[bytes, bytes]]:
+        """As holder: take up to ``limit`` queued requests of ``kind``, as (waiter, body) pairs."""
+        args = [self.local.token, kind, limit, self._ms(self.timeout)]
+        flat = self.lua_take(keys=[self.name, self._queue], args=args, client=self.redis)
+        return list(zip(flat[::2], flat[1::2], strict=True))
+
+    def answer(self, answers: dict[bytes, bytes]) -> None:
+        """As holder, after the commit: wake each served waiter with its answer."""
+        if not answers:
+            return
+        pipe = self.redis.pipeline(transaction=False)
+        for waiter, body in answers.items():
+            wake = f"{self.name}:wake:{waiter.decode()}"
+            pipe.rpush(wake, b"R" + body)
+            pipe.pexpire(wake, self._ms(self.timeout))
+        pipe.execute()
 
     def do_release(self, expected_token) -> None:
         claim_ms = self._ms(settings.LOCK_HANDOFF_CLAIM_SECONDS)
@@ -218,7 +303,6 @@ def sku_locks(skus: Iterable[str], *, wait: float | None = None) -> Iterator[Non
     if held_skus():
         raise RuntimeError(f"Already holding {sorted(held_skus())}: lock every SKU at once, in one call")
     wanted = sorted(set(skus))
-    client = caches[settings.LOCK_CACHE_ALIAS].client
     acquired: list[tuple[str, Lock]] = []
     _held.skus, _held.pid = set(), os.getpid()
     started = time.monotonic()
@@ -226,12 +310,7 @@ def sku_locks(skus: Iterable[str], *, wait: float | None = None) -> Iterator[Non
     try:
         for sku in wanted:
             try:
-                lock = client.get_client(write=True).lock(
-                    client.make_key(lock_key(sku)),
-                    timeout=settings.LOCK_TTL_SECONDS,
-                    sleep=settings.LOCK_POLL_SECONDS,
-                    lock_class=QueuedLock,
-                )
+                lock = _lock(sku)
                 got = lock.acquire(blocking_timeout=max(deadline - time.monotonic(), 0))
             except redis.RedisError as exc:
                 logger.error("lock service unreachable while locking %s: %s", sku, exc)
@@ -252,6 +331,56 @@ def sku_locks(skus: Iterable[str], *, wait: float | None = None) -> Iterator[Non
         _held.skus = set()
         for sku, lock in reversed(acquired):
             _release(sku, lock)
+
+
+def _lock(sku: str) -> QueuedLock:
+    client = caches[settings.LOCK_CACHE_ALIAS].client
+    return client.get_client(write=True).lock(
+        client.make_key(lock_key(sku)),
+        timeout=settings.LOCK_TTL_SECONDS,
+        sleep=settings.LOCK_POLL_SECONDS,
+        lock_class=QueuedLock,
+    )
+
+
+@contextmanager
+def sku_lock_serving(sku: str, *, kind: str, body: bytes, wait: float | None = None):
+    """Hold one SKU's lock, or have its holder serve our request: group commit for a hot SKU.
+
+    A waiter leaves ``body`` with its place in the queue. The holder ``take``s the queued requests
+    of its ``kind``, carries them out in its own transaction and ``answer``s each after the commit,
+    so one lock hold and one commit serve a whole queue of buyers. Yields ``(lock, None)`` to the
+    holder and ``(None, answer)`` to a served waiter, which holds nothing; ``answer`` is None if the
+    holder died between taking the request and answering (the outcome is then unknown).
+    """
+    if held_skus():
+        raise RuntimeError(f"Already holding {sorted(held_skus())}: lock every SKU at once, in one call")
+    started = time.monotonic()
+    try:
+        lock = _lock(sku)
+        got = lock.acquire(
+            blocking_timeout=settings.LOCK_WAIT_SECONDS if wait is None else wait, request=kind.encode() + body
+        )
+    except redis.RedisError as exc:
+        logger.error("lock service unreachable while locking %s: %s", sku, exc)
+        raise LockUnavailable(skus=[sku]) from exc
+    waited = time.monotonic() - started
+    if waited >= settings.LOCK_WAIT_LOG_SECONDS:
+        logger.info("lock wait: %s took %.3fs to %s", sku, waited, "be served" if lock.served else "acquire")
+    if lock.served:
+        if lock.served_result is None:
+            logger.warning("lock_timeout: the holder of %s took a request and never answered", sku)
+        yield None, lock.served_result
+        return
+    if not got:
+        logger.warning("lock_timeout: gave up on %s after %.3fs", sku, waited)
+        raise LockTimeout(skus=[sku], waited_seconds=round(waited, 3))
+    _held.skus, _held.pid = {sku}, os.getpid()
+    try:
+        yield lock, None
+    finally:
+        _held.skus = set()
+        _release(sku, lock)
 
 
 def _renew(acquired: list[tuple[str, Lock]]) -> None:

@@ -62,9 +62,13 @@ class Order(BaseModel):
     @cached_property
     def skus(self) -> list[str]:
         """The SKUs to lock for this order (lines never change once placed)."""
-        prefetched = "lines" in getattr(self, "_prefetched_objects_cache", {})
-        lines = self.lines.all() if prefetched else self.lines.select_related("product")
-        return sorted(line.product.sku for line in lines)
+        return sorted(line.product.sku for line in self.lines_with_products())
+
+    def lines_with_products(self) -> list["OrderLine"]:
+        """The lines with their products, by product id; prefetched ones (``lines__product``) cost no query."""
+        if "lines" in getattr(self, "_prefetched_objects_cache", {}):
+            return sorted(self.lines.all(), key=lambda line: line.product_id)
+        return list(self.lines.select_related("product").order_by("product_id"))
 
 
 class OrderLine(BaseModel):

@@ -17,15 +17,21 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from inventory.errors import InsufficientStock, InvalidInput, LockTimeout
+from inventory.errors import DomainError, InsufficientStock, InvalidInput, LockTimeout
 from inventory.models import Reservation
 from inventory.services import (
+    Demand,
+    LineToReserve,
+    StockLine,
     retry_on_deadlock,
+    stock_allocate,
     stock_commit,
     stock_lines_validate,
     stock_release,
+    stock_reservations_create,
     stock_reserve,
     stock_section,
+    stock_section_combined,
 )
 from orders.errors import (
     IdempotencyConflict,
@@ -35,9 +41,10 @@ from orders.errors import (
     OrderNotPayable,
     PaymentDeclined,
 )
-from orders.models import Order, OrderLine
+from orders.models import Order, OrderLine, new_order_number
 from orders.payments import payment_gateway
 from orders.selectors import order_list_final_holding_stock, order_list_overdue, order_list_overdue_holding
+from shop.basemodels import bulk_insert, from_row
 from shop.selectors import product_map_orderable
 
 logger = logging.getLogger(__name__)
@@ -91,68 +98,163 @@ def _order_transition(order: Order, *, from_statuses, to: str, **fields) -> bool
     return won
 
 
+@dataclass(frozen=True)
+class _PlaceRequest:
+    customer_id: int | None
+    email: str
+    scope: str
+    idempotency_key: str
+    fingerprint: str
+    lines: tuple[StockLine, ...]
+
+    @property
+    def key_hash(self) -> str:
+        return _key_hash(self.idempotency_key)
+
+
 def order_place(*, customer=None, email: str = "", items, idempotency_key: str) -> Order:
-    """Create an order and reserve its stock, all or nothing. A replay of the same key returns the same order."""
+    """Create an order and reserve its stock, all or nothing. A replay of the same key returns the same order.
+
+    Orders for one SKU queue with its lock and are placed in batches, one commit per batch
+    (``stock_section_combined``): that is what keeps a flash sale on one SKU fast.
+    """
     lines = stock_lines_validate(lines=items)
     if not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key.strip()) <= 64:
         raise InvalidInput(fields={"idempotency_key": "Give a key of 1 to 64 characters."})
     scope, email = _idempotency_scope(customer=customer, email=email)
-    replay = {"scope": scope, "idempotency_key": idempotency_key.strip(), "fingerprint": _fingerprint(lines)}
-    if existing := _order_replay(**replay):
-        return existing
-    skus = [line.sku for line in lines]
-    refusal = None
+    request = _PlaceRequest(
+        customer_id=customer.pk if customer is not None else None,
+        email=email,
+        scope=scope,
+        idempotency_key=idempotency_key.strip(),
+        fingerprint=_fingerprint(lines),
+        lines=tuple(lines),
+    )
     try:
-        with stock_section(skus=skus):
-            # A replay may have committed while we waited for the lock.
-            if existing := _order_replay(**replay):
-                return existing
-            products = product_map_orderable(skus=skus)
-            try:
-                order = _order_create_reserved(
-                    customer=customer, email=email, replay=replay, lines=lines, products=products
-                )
-            except InsufficientStock:
-                # A late sweeper must not cost a sale: free what overdue orders still hold, then try again.
-                if not _orders_expire_overdue_holding(skus=skus):
-                    raise
-                try:
-                    order = _order_create_reserved(
-                        customer=customer, email=email, replay=replay, lines=lines, products=products
-                    )
-                except InsufficientStock as still_short:
-                    refusal = still_short  # commit the expiries, refuse the order
-    except IntegrityError:
-        # Only reachable if a lock was lost: the unique key still lets exactly one replay win.
-        if existing := _order_replay(**replay):
+        outcome = stock_section_combined(
+            skus=[line.sku for line in lines], kind="place", request=request, execute=_orders_place_batch
+        )
+    except (IntegrityError, LockTimeout):
+        # A lost lock (IntegrityError: the unique key let one replay win) or a holder that died before
+        # answering: if the order was placed after all, this is a replay.
+        if existing := _order_replay(
+            scope=scope, idempotency_key=request.idempotency_key, fingerprint=request.fingerprint
+        ):
             return existing
         raise
-    if refusal is not None:
-        raise refusal
+    if isinstance(outcome, Order):  # a replay
+        return outcome
+    return from_row(Order, outcome)
+
+
+def _orders_place_batch(requests: list[_PlaceRequest]) -> list:
+    """Place every request the stock can serve, in queue order, inside the stock section: one commit for all.
+
+    Replays get their earlier order; a shortage first expires overdue orders holding these SKUs (a late
+    sweeper must not cost a sale), and those expiries are kept even if the order is still refused.
+    """
+    results: list = [None] * len(requests)
+    earlier = {
+        (order.idempotency_scope, order.idempotency_key_hash): order
+        for order in Order.all_objects.filter(idempotency_key_hash__in={r.key_hash for r in requests})
+    }
+    first_with_key, new = {}, []
+    for index, request in enumerate(requests):
+        key = (request.scope, request.key_hash)
+        if key in earlier:
+            results[index] = _replay_result(earlier[key], request)
+        elif key not in first_with_key:
+            first_with_key[key] = index
+            new.append(index)
+    skus = sorted({line.sku for index in new for line in requests[index].lines})
+    try:
+        products = product_map_orderable(skus=skus) if skus else {}
+    except DomainError as refusal:
+        for index in new:
+            results[index] = refusal
+        new = []
+
+    def allocate(indices):
+        demands = [
+            [Demand(products[line.sku].pk, line.sku, line.quantity) for line in requests[index].lines]
+            for index in indices
+        ]
+        return stock_allocate(demands=demands) if indices else ({}, [])
+
+    stocks, outcomes = allocate(new)
+    shortages = dict(zip(new, outcomes, strict=True))
+    short = [index for index in new if shortages[index]]
+    if short and _orders_expire_overdue_holding(skus=skus):
+        retried_stocks, retried = allocate(short)
+        stocks.update(retried_stocks)
+        shortages.update(zip(short, retried, strict=True))
+    placing = []
+    for index in new:
+        if shortages[index]:
+            results[index] = InsufficientStock(shortages=shortages[index])
+        else:
+            placing.append(index)
+    if placing:
+        for index, order in zip(placing, _orders_create(requests, placing, products, stocks), strict=True):
+            results[index] = order
+    for index, request in enumerate(requests):
+        first = first_with_key.get((request.scope, request.key_hash))
+        if results[index] is None and first is not None:  # the same key twice in one batch (a double click)
+            done = results[first]
+            if isinstance(done, dict):  # placed in this batch
+                done = from_row(Order, done)
+            results[index] = _replay_result(done, request) if isinstance(done, Order) else done
+    return results
+
+
+def _replay_result(order: Order, request: _PlaceRequest):
+    if order.request_fingerprint != request.fingerprint:
+        return IdempotencyConflict(number=order.number)
     return order
 
 
-def _order_create_reserved(*, customer, email, replay, lines, products) -> Order:
-    """Order, lines and reservations in a savepoint: a shortage undoes them and leaves the section usable."""
-    with transaction.atomic():
-        expires_at = timezone.now() + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
-        order = Order.objects.create(
-            customer=customer,
-            email=email,
-            idempotency_key=replay["idempotency_key"],
-            idempotency_key_hash=_key_hash(replay["idempotency_key"]),
-            idempotency_scope=replay["scope"],
-            request_fingerprint=replay["fingerprint"],
-            expires_at=expires_at,
-        )
-        OrderLine.objects.bulk_create(
-            OrderLine(
-                order=order, product=products[line.sku], quantity=line.quantity, unit_price=products[line.sku].price
-            )
+def _orders_create(requests, placing, products, stocks) -> list[dict]:
+    """Orders, lines, reservations and ledger rows for the served requests: four INSERTs for the batch."""
+    expires_at = timezone.now() + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
+    orders = bulk_insert(
+        Order,
+        [
+            {
+                "number": new_order_number(),
+                "customer_id": requests[index].customer_id,
+                "email": requests[index].email,
+                "status": Status.AWAITING_PAYMENT.value,
+                "expires_at": expires_at,
+                "idempotency_key": requests[index].idempotency_key,
+                "idempotency_key_hash": requests[index].key_hash,
+                "idempotency_scope": requests[index].scope,
+                "request_fingerprint": requests[index].fingerprint,
+                "payment_reference": "",
+            }
+            for index in placing
+        ],
+    )
+    wanted = [(order, line) for order, index in zip(orders, placing, strict=True) for line in requests[index].lines]
+    lines = bulk_insert(
+        OrderLine,
+        [
+            {
+                "order_id": order["id"],
+                "product_id": products[line.sku].pk,
+                "quantity": line.quantity,
+                "unit_price": products[line.sku].price,
+            }
+            for order, line in wanted
+        ],
+    )
+    stock_reservations_create(
+        stocks=stocks,
+        lines=[
+            LineToReserve(line["id"], line["order_id"], line["product_id"], line["quantity"], expires_at)
             for line in lines
-        )
-        stock_reserve(order=order, expires_at=expires_at)
-    return order
+        ],
+    )
+    return orders
 
 
 def _orders_expire_overdue_holding(*, skus) -> int:

@@ -5,6 +5,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from redis.client import Redis
 
+from inventory.services import stock_reserve
+from orders.models import Order
 from orders.services import order_place
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -33,8 +35,25 @@ def test_placing_an_order_costs_a_fixed_number_of_queries_and_redis_commands(mak
     with CaptureQueriesContext(connection) as queries:
         order_place(email="a@example.com", items=items, idempotency_key="k")
 
-    # Replay check outside the lock; BEGIN; replay check again inside; products; SAVEPOINT; order; lines;
-    # lines with products; stocks; one guarded UPDATE per line; reservations; ledger rows; RELEASE; COMMIT.
-    assert len(queries) == 13 + skus, [q["sql"][:60] for q in queries]
-    # One acquire script and one release script per SKU lock, nothing else when uncontended.
-    assert redis_commands == ["EVALSHA"] * (2 * skus)
+    # BEGIN; replay check; products; stocks; one guarded UPDATE per SKU; order; lines; reservations;
+    # ledger rows; COMMIT. A batch of queued one-SKU orders costs the same statements (bulk INSERTs).
+    assert len(queries) == 9 + skus, [q["sql"][:60] for q in queries]
+    # One acquire and one release script per SKU lock; one SKU: a third to take the orders queued behind.
+    assert redis_commands == (["EVALSHA"] * 3 if skus == 1 else ["EVALSHA"] * (2 * skus))
+
+
+def test_reserving_an_order_with_its_lines_at_hand_costs_six_queries_and_three_redis_commands(
+    make_product, redis_commands
+):
+    make_product(sku="SKU-0", stock=10)
+    order = order_place(email="a@example.com", items=[{"sku": "SKU-0", "quantity": 1}], idempotency_key="k")
+    order = Order.objects.prefetch_related("lines__product").get(pk=order.pk)
+    redis_commands.clear()
+
+    with CaptureQueriesContext(connection) as queries:
+        reservations = stock_reserve(order=order, expires_at=order.expires_at)
+
+    # BEGIN; stocks; the guarded UPDATE; reservations; ledger rows; COMMIT.
+    assert len(queries) == 6, [q["sql"][:60] for q in queries]
+    assert redis_commands == ["EVALSHA"] * 3  # acquire, take the queued, release
+    assert [r.quantity for r in reservations] == [1] and reservations[0].pk is not None

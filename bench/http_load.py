@@ -1,0 +1,181 @@
+"""End to end over HTTP: gunicorn (workers = 2 x cores) and locust buyers placing orders on one hot SKU.
+
+Two runs: one with ample stock (requests/s and latency of placing orders), one that sells a small
+stock out (the refusals by error code, and that the units sold never exceed the stock).
+
+    DATABASE_URL=mysql://root:@127.0.0.1:3306/shop REDIS_URL=redis://127.0.0.1:6379/0 python -m bench.http_load
+"""
+
+import argparse
+import csv
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections import Counter
+from pathlib import Path
+
+from bench._db import use_bench_database
+
+DATABASE = use_bench_database()
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.conf import settings  # noqa: E402
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from rest_framework.authtoken.models import Token  # noqa: E402
+
+from inventory.models import Stock  # noqa: E402
+from orders.models import Order  # noqa: E402
+from shop.services import product_create  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _server_env() -> dict:
+    return {
+        "PATH": os.environ["PATH"],
+        "DATABASE_URL": os.environ["DATABASE_URL"],
+        "REDIS_URL": settings.REDIS_URL,
+        "SECRET_KEY": settings.SECRET_KEY,
+        "LOCK_KEY_PREFIX": os.environ.get("LOCK_KEY_PREFIX", "bench"),
+        # One account places every order here; the per-customer order throttle is for real shops.
+        "ORDER_THROTTLE_RATE": "1000000/minute",
+        "LOG_LEVEL": "WARNING",
+    }
+
+
+class Server:
+    """gunicorn on a free port, started and stopped around a run."""
+
+    def __init__(self, workers: int):
+        self.workers, self.port = workers, _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self):
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(
+            [BIN / "gunicorn", "config.wsgi", "--workers", str(self.workers), "--bind", f"127.0.0.1:{self.port}"],
+            cwd=ROOT,
+            env=_server_env(),
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"{self.url}/api/products/", timeout=2)
+                return self
+            except OSError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.log.seek(0)
+                    raise RuntimeError(f"gunicorn did not start:\n{self.log.read().decode()[-2000:]}") from None
+                time.sleep(0.2)
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        self.proc.wait(20)
+        self.log.close()
+
+
+def _locust(url: str, *, sku: str, token: str, users: int, seconds: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = f"{tmp}/run"
+        subprocess.run(
+            [
+                BIN / "locust",
+                "-f",
+                ROOT / "bench" / "locustfile.py",
+                "--headless",
+                "--users",
+                str(users),
+                "--spawn-rate",
+                str(users),
+                "--run-time",
+                f"{seconds}s",
+                "--host",
+                url,
+                "--csv",
+                prefix,
+                "--only-summary",
+                "--loglevel",
+                "ERROR",
+            ],
+            env=os.environ | {"BENCH_SKU": sku, "BENCH_TOKEN": token},
+            check=False,  # locust exits 1 when any request "failed"; refusals are expected here
+            capture_output=True,
+        )
+        with open(f"{prefix}_stats.csv") as stats:
+            total = next(row for row in csv.DictReader(stats) if row["Name"] == "Aggregated")
+        refusals = Counter()
+        with open(f"{prefix}_failures.csv") as failures:
+            for row in csv.DictReader(failures):
+                match = re.search(r"(\d{3} [\w-]+)", row["Error"])
+                refusals[match.group(1) if match else row["Error"]] += int(row["Occurrences"])
+    requests = int(total["Request Count"])
+    return {
+        "users": users,
+        "seconds": seconds,
+        "requests": requests,
+        "requests_per_s": float(total["Requests/s"]),
+        "p50_ms": float(total["50%"]),
+        "p99_ms": float(total["99%"]),
+        "answers": Counter({"201 created": requests - int(total["Failure Count"])}) + refusals,
+    }
+
+
+def _buyer() -> tuple[object, str]:
+    user, _ = get_user_model().objects.get_or_create(username="bench-buyer", defaults={"email": "bench@example.com"})
+    return user, Token.objects.get_or_create(user=user)[0].key
+
+
+def run_http(*, users: int = 64, seconds: int = 15, sellout_stock: int = 500) -> list[dict]:
+    call_command("migrate", verbosity=0)
+    user, token = _buyer()
+    runs = []
+    with Server(workers=2 * os.cpu_count()) as server:
+        for label, stock, run_seconds in (("ample stock", 10_000_000, seconds), ("sell-out", sellout_stock, 8)):
+            sku = f"HTTP-{uuid.uuid4().hex[:8].upper()}"
+            product = product_create(sku=sku, name="HTTP bench", price="1.00", initial_stock=stock)
+            result = _locust(server.url, sku=sku, token=token, users=users, seconds=run_seconds)
+            books = Stock.objects.get(product=product)
+            placed = Order.objects.filter(customer=user, lines__product=product).count()
+            result |= {
+                "label": label,
+                "stock": stock,
+                "workers": server.workers,
+                "orders_placed": placed,
+                "units_reserved": books.reserved,
+                "oversold": max(0, books.reserved - stock),
+                "books_agree": placed == books.reserved == result["answers"]["201 created"],
+            }
+            runs.append(result)
+    return runs
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--users", type=int, default=64)
+    parser.add_argument("--seconds", type=int, default=15)
+    args = parser.parse_args()
+    for run in run_http(users=args.users, seconds=args.seconds):
+        print(run)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""Where one order's time goes, and how many round trips it costs (the figures in docs/benchmarks.md).
+
+Call after Django is set up on the bench database (``python -m bench`` does).
+"""
+
+import uuid
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from pyinstrument import Profiler
+from redis.client import Redis
+
+from bench.reserve import shop_rows
+from inventory.services import stock_reserve
+from orders.services import order_place
+
+
+class _RedisCommands:
+    """Count the Redis commands sent while active (patched in, as the round-trip test does)."""
+
+    def __enter__(self):
+        self.commands, self._original = [], Redis.execute_command
+        original, commands = self._original, self.commands
+
+        def counting(client, *args, **options):
+            commands.append(args[0])
+            return original(client, *args, **options)
+
+        Redis.execute_command = counting
+        return self
+
+    def __exit__(self, *exc):
+        Redis.execute_command = self._original
+
+
+def _place(skus):
+    order_place(
+        email="profile@example.com",
+        items=[{"sku": sku, "quantity": 1} for sku in skus],
+        idempotency_key=uuid.uuid4().hex,
+    )
+
+
+def round_trips() -> list[list]:
+    """SQL statements and Redis commands of one uncontended order, for one SKU and for three."""
+    rows = []
+    for count in (1, 3):
+        skus = [product.sku for product in shop_rows(count, 1000)]
+        _place(skus)  # warm: scripts loaded, connections open
+        with CaptureQueriesContext(connection) as queries, _RedisCommands() as redis:
+            _place(skus)
+        rows.append([f"order_place, {count} SKU{'s' if count > 1 else ''}", len(queries), len(redis.commands)])
+    product = shop_rows(1, 1000)[0]
+    _place([product.sku])
+    order = product.reservations.get().order_line.order
+    order = type(order).objects.prefetch_related("lines__product").get(pk=order.pk)
+    with CaptureQueriesContext(connection) as queries, _RedisCommands() as redis:
+        stock_reserve(order=order, expires_at=order.expires_at)
+    rows.append(["stock_reserve, 1 SKU, lines prefetched", len(queries), len(redis.commands)])
+    rows.append(["a batch of N queued one-SKU orders (holder)", "same as one order", "+1 pipeline to answer them"])
+    return rows
+
+
+def profile_order_place(*, orders: int) -> str:
+    skus = [shop_rows(1, 10**7)[0].sku]
+    _place(skus)
+    profiler = Profiler(interval=0.0005)
+    with profiler:
+        for _ in range(orders):
+            _place(skus)
+    return profiler.output_text(unicode=False, color=False, show_all=False, short_mode=True)

@@ -1,0 +1,489 @@
+"""Reservation throughput and latency: our service against the database's floor and the articles' designs.
+
+Every cell is W real client processes hammering one workload with one design for a fixed time, on
+fresh rows, after which the same processes race a small stock to a sell-out so that a design that
+oversells shows it. The articles' designs and the floor run on a bare table (``bench_stock``: no
+CHECK constraints, no ledger, as the articles had it); ours runs on the shop's own tables.
+
+    DATABASE_URL=mysql://root:@127.0.0.1:3306/shop REDIS_URL=redis://127.0.0.1:6379/0 python -m bench.reserve
+"""
+
+import argparse
+import itertools
+import multiprocessing
+import os
+import random
+import statistics
+import subprocess
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from bench._db import use_bench_database
+
+DATABASE = use_bench_database()
+
+import django  # noqa: E402
+
+django.setup()
+
+import redis_lock  # noqa: E402
+from django.conf import settings  # noqa: E402
+from django.core.cache import caches  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connection, connections, transaction  # noqa: E402
+from django.db.models import prefetch_related_objects  # noqa: E402
+from django.utils import timezone  # noqa: E402
+from redis.lock import Lock  # noqa: E402
+
+from inventory.errors import DomainError, InsufficientStock  # noqa: E402
+from inventory.models import Reservation, Stock, StockMovement  # noqa: E402
+from inventory.services import stock_reserve  # noqa: E402
+from orders.models import Order, OrderLine, new_order_number  # noqa: E402
+from orders.services import order_place  # noqa: E402
+from shop.models import Product  # noqa: E402
+
+WORKERS = (1, 4, 16, 64)
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    title: str
+    skus: int  # rows in the timed phase
+    lines: int  # SKUs per order
+    sellout_skus: int  # rows in the sell-out race
+    sellout_stock: int  # units per row in the sell-out race
+
+    def pick(self, rng: random.Random) -> list[int]:
+        return rng.sample(range(self.skus), self.lines) if self.lines > 1 else [rng.randrange(self.skus)]
+
+
+WORKLOADS = {
+    "hot": Workload("hot", "one hot SKU", skus=1, lines=1, sellout_skus=1, sellout_stock=40),
+    "uniform": Workload("uniform", "1,000 SKUs, uniform", skus=1000, lines=1, sellout_skus=20, sellout_stock=2),
+    "three": Workload("three", "3-SKU orders over 10 SKUs", skus=10, lines=3, sellout_skus=10, sellout_stock=4),
+}
+
+WARMUP = 0.5  # seconds each client runs before the timed phase counts
+AMPLE = 10_000_000  # stock for the timed phase: it never sells out there
+
+
+class Refused(Exception):
+    """Not enough stock: a correct answer, counted apart from errors."""
+
+
+# --- The bare table the floor and the articles' designs use -------------------------------------
+
+
+def bare_rows(count: int, stock: int) -> list[int]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE TABLE IF NOT EXISTS bench_stock (id INT AUTO_INCREMENT PRIMARY KEY, on_hand INT NOT NULL,"
+            " reserved INT NOT NULL DEFAULT 0, version INT NOT NULL DEFAULT 0) ENGINE=InnoDB"
+        )
+        cursor.execute("TRUNCATE bench_stock")
+        cursor.executemany("INSERT INTO bench_stock (on_hand) VALUES (%s)", [(stock,)] * count)
+        cursor.execute("SELECT id FROM bench_stock ORDER BY id")
+        return [row[0] for row in cursor.fetchall()]
+
+
+def bare_books(ids: list[int]) -> dict[int, tuple[int, int]]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id, on_hand, reserved FROM bench_stock")
+        return {row[0]: (row[1], row[2]) for row in cursor.fetchall()}
+
+
+GUARDED = "UPDATE bench_stock SET reserved = reserved + 1 WHERE id = %s AND on_hand - reserved >= 1"
+
+
+def _guarded_updates(cursor, ids) -> None:
+    for row_id in sorted(ids):
+        cursor.execute(GUARDED, [row_id])
+        if cursor.rowcount != 1:
+            raise Refused
+
+
+class Design:
+    """One way to reserve a unit of each picked row. ``buy`` returns normally or raises ``Refused``."""
+
+    name = ""
+    ours = False
+
+    def prepare(self, workload: Workload, rows: int, stock: int) -> None:
+        self.ids = bare_rows(rows, stock)
+
+    def client_init(self) -> None:
+        pass
+
+    def buy(self, picked: list[int]) -> None:
+        raise NotImplementedError
+
+    def sold_by_row(self, stock: int) -> dict[int, int]:
+        """Units each row has given out according to the database (oversold shows as more than stock)."""
+        return {row_id: reserved for row_id, (on_hand, reserved) in bare_books(self.ids).items()}
+
+
+class Floor(Design):
+    """The guarded UPDATE in autocommit (several rows: one transaction), no Redis."""
+
+    name = "floor: guarded UPDATE"
+
+    def buy(self, picked):
+        ids = [self.ids[i] for i in picked]
+        if len(ids) == 1:
+            with connection.cursor() as cursor:
+                cursor.execute(GUARDED, ids)
+                if cursor.rowcount != 1:
+                    raise Refused
+            return
+        with transaction.atomic(), connection.cursor() as cursor:
+            _guarded_updates(cursor, ids)
+
+
+class SelectForUpdate(Design):
+    """The articles' pessimistic lock: read the rows FOR UPDATE, check, write."""
+
+    name = "SELECT ... FOR UPDATE"
+
+    def buy(self, picked):
+        ids = sorted(self.ids[i] for i in picked)
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT id, on_hand - reserved FROM bench_stock WHERE id IN ({','.join(['%s'] * len(ids))})"
+                " ORDER BY id FOR UPDATE",
+                ids,
+            )
+            if any(available < 1 for _, available in cursor.fetchall()):
+                raise Refused
+            for row_id in ids:
+                cursor.execute("UPDATE bench_stock SET reserved = reserved + 1 WHERE id = %s", [row_id])
+
+
+class Optimistic(Design):
+    """The articles' optimistic lock: read the version, write only if it is unchanged, else retry."""
+
+    name = "optimistic version retry"
+    retries = 100
+
+    def buy(self, picked):
+        ids = sorted(self.ids[i] for i in picked)
+        for _ in range(self.retries):
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"SELECT id, on_hand - reserved, version FROM bench_stock WHERE id IN "
+                    f"({','.join(['%s'] * len(ids))}) ORDER BY id",
+                    ids,
+                )
+                rows = cursor.fetchall()
+            if any(available < 1 for _, available, _ in rows):
+                raise Refused
+            try:
+                with transaction.atomic(), connection.cursor() as cursor:
+                    for row_id, _, version in rows:
+                        cursor.execute(
+                            "UPDATE bench_stock SET reserved = reserved + 1, version = version + 1"
+                            " WHERE id = %s AND version = %s",
+                            [row_id, version],
+                        )
+                        if cursor.rowcount != 1:
+                            raise _Conflict
+                return
+            except _Conflict:
+                continue
+        raise DomainErrorLike("optimistic_gave_up")
+
+
+class _Conflict(Exception):
+    pass
+
+
+class DomainErrorLike(Exception):
+    def __init__(self, code):
+        super().__init__(code)
+        self.code = code
+
+
+class Sell3(Design):
+    """Seed 000's ``sell3``: one global python-redis-lock taken per row *inside* the transaction."""
+
+    name = "seed 000 sell3"
+
+    def client_init(self):
+        self.redis = caches[settings.LOCK_CACHE_ALIAS].client.get_client(write=True)
+
+    def buy(self, picked):
+        with transaction.atomic(), connection.cursor() as cursor:
+            for row_id in [self.ids[i] for i in picked]:
+                lock = redis_lock.Lock(self.redis, f"bench-buy-goods-{DATABASE}", expire=3, id=uuid.uuid4().hex)
+                lock.acquire()
+                try:
+                    cursor.execute("SELECT on_hand - reserved FROM bench_stock WHERE id = %s", [row_id])
+                    if cursor.fetchone()[0] < 1:
+                        raise Refused
+                    cursor.execute("UPDATE bench_stock SET reserved = reserved + 1 WHERE id = %s", [row_id])
+                finally:
+                    lock.release()  # before the commit: the seed's bug
+
+
+class PollingLock(Design):
+    """A per-SKU redis-py ``Lock`` (default 0.1 s polling) around the floor's guarded UPDATE."""
+
+    name = "redis-py Lock, 0.1 s polling"
+
+    def client_init(self):
+        self.redis = caches[settings.LOCK_CACHE_ALIAS].client.get_client(write=True)
+
+    def buy(self, picked):
+        ids = sorted(self.ids[i] for i in picked)
+        locks = [Lock(self.redis, f"bench-poll-{DATABASE}-{row_id}", timeout=10, blocking_timeout=60) for row_id in ids]
+        for lock in locks:
+            lock.acquire()
+        try:
+            Floor.buy(self, picked)
+        finally:
+            for lock in reversed(locks):
+                lock.release()
+
+
+# --- Ours -------------------------------------------------------------------------------------
+
+
+def shop_rows(count: int, stock: int) -> list[Product]:
+    """Fresh products with ``stock`` units each, ledger included (bulk inserts: this is a fixture)."""
+    tag = uuid.uuid4().hex[:8].upper()
+    products = Product.objects.bulk_create(
+        Product(sku=f"B{tag}-{n:04d}", name=f"Bench {n}", price=1) for n in range(count)
+    )
+    stocks = Stock.objects.bulk_create(Stock(product=p, on_hand=stock) for p in products)
+    StockMovement.objects.bulk_create(
+        StockMovement(stock=s, kind=StockMovement.Kind.RESTOCK, on_hand_delta=stock, reason="bench") for s in stocks
+    )
+    return products
+
+
+class OurDesign(Design):
+    ours = True
+
+    def prepare(self, workload, rows, stock):
+        self.products = shop_rows(rows, stock)
+
+    def sold_by_row(self, stock):
+        stocks = Stock.objects.filter(product__in=self.products).values_list("product_id", "reserved")
+        return dict(stocks)
+
+
+class OurStockReserve(OurDesign):
+    """``stock_reserve`` on orders placed beforehand (one per SKU combination)."""
+
+    name = "ours: stock_reserve"
+
+    def prepare(self, workload, rows, stock):
+        super().prepare(workload, rows, stock)
+        combos = list(itertools.combinations(range(rows), workload.lines))
+        expires = timezone.now() + timedelta(hours=1)
+        orders = Order.objects.bulk_create(
+            Order(
+                number=new_order_number(),
+                email="bench@example.com",
+                idempotency_key=uuid.uuid4().hex,
+                idempotency_key_hash=uuid.uuid4().hex,
+                idempotency_scope="email:bench@example.com",
+                request_fingerprint="-",
+                expires_at=expires,
+            )
+            for _ in combos
+        )
+        OrderLine.objects.bulk_create(
+            OrderLine(order=order, product=self.products[i], quantity=1, unit_price=1)
+            for order, combo in zip(orders, combos, strict=True)
+            for i in combo
+        )
+        # As a caller that has just created its orders: lines and products at hand, no query per call.
+        prefetch_related_objects(orders, "lines__product")
+        self.orders = dict(zip(combos, orders, strict=True))
+        self.expires = expires
+
+    def buy(self, picked):
+        try:
+            stock_reserve(order=self.orders[tuple(sorted(picked))], expires_at=self.expires)
+        except InsufficientStock as exc:
+            raise Refused from exc
+
+
+class OurOrderPlace(OurDesign):
+    """The full ``order_place``: order, lines, reservations and ledger rows, idempotency key."""
+
+    name = "ours: order_place"
+
+    def buy(self, picked):
+        items = [{"sku": self.products[i].sku, "quantity": 1} for i in picked]
+        try:
+            order_place(email="bench@example.com", items=items, idempotency_key=uuid.uuid4().hex)
+        except InsufficientStock as exc:
+            raise Refused from exc
+
+
+DESIGNS = [OurStockReserve, OurOrderPlace, Floor, SelectForUpdate, Optimistic, Sell3, PollingLock]
+
+
+# --- Running a cell ---------------------------------------------------------------------------
+
+
+@dataclass
+class Cell:
+    workload: str
+    design: str
+    ours: bool
+    workers: int
+    ops: int = 0
+    elapsed: float = 0.0
+    p50_ms: float = 0.0
+    p99_ms: float = 0.0
+    errors: Counter = field(default_factory=Counter)
+    units_per_client: list[int] = field(default_factory=list)
+    oversold: int = 0
+    cpu: dict = field(default_factory=dict)  # CPU seconds used in the timed phase, by clients and servers
+
+    @property
+    def cpu_ms_per_op(self) -> float:
+        return sum(self.cpu.values()) * 1000 / self.ops if self.ops else 0.0
+
+    @property
+    def throughput(self) -> float:
+        return self.ops / self.elapsed if self.elapsed else 0.0
+
+
+def _client(design, workload, seed, barrier, duration, max_refusals, out, warmup=0.0):
+    connections.close_all()  # never share the parent's socket
+    design.client_init()
+    connection.ensure_connection()
+    rng = random.Random(seed)
+    latencies, sold, errors, refusals = [], 0, Counter(), 0
+    if warmup:  # one untimed purchase first: connections, scripts and caches get set up
+        try:
+            design.buy(workload.pick(rng))
+        except (Refused, DomainError, DomainErrorLike):
+            pass
+    barrier.wait()
+    cpu = sum(os.times()[:2])
+    start = time.monotonic() + warmup  # what happens before start is not counted: processes settle in
+    while time.monotonic() - start < duration and refusals < max_refusals:
+        picked = workload.pick(rng)
+        began = time.monotonic()
+        counted = began >= start
+        try:
+            design.buy(picked)
+            sold += counted
+        except Refused:
+            refusals += 1
+        except (DomainError, DomainErrorLike) as exc:
+            errors[exc.code] += counted
+        if counted:
+            latencies.append(time.monotonic() - began)
+    out.put((start, time.monotonic(), latencies, sold, errors, sum(os.times()[:2]) - cpu))
+    connections.close_all()
+
+
+def _race(design, workload, workers, duration, max_refusals, warmup=0.0):
+    ctx = multiprocessing.get_context("fork")
+    connections.close_all()
+    barrier, out = ctx.Barrier(workers), ctx.Queue()
+    procs = [
+        ctx.Process(target=_client, args=(design, workload, seed, barrier, duration, max_refusals, out, warmup))
+        for seed in range(workers)
+    ]
+    for proc in procs:
+        proc.start()
+    results = [out.get(timeout=duration + 120) for _ in procs]
+    for proc in procs:
+        proc.join()
+    return results
+
+
+SERVERS = {"mariadb": "mariadbd", "redis": "redis-server"}
+
+
+def server_cpu(since: dict | None = None) -> dict:
+    """CPU seconds the database and Redis servers have used (minus ``since``), from /proc."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    used = {}
+    for name, command in SERVERS.items():
+        total = 0
+        for pid in subprocess.run(["pidof", command], capture_output=True, text=True).stdout.split():
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / ticks
+        used[name] = total - (since or {}).get(name, 0)
+    return used
+
+
+def run_cell(design_class, workload: Workload, workers: int, duration: float) -> Cell:
+    design = design_class()
+    cell = Cell(workload.name, design.name, design.ours, workers)
+
+    design.prepare(workload, workload.skus, AMPLE)
+    servers_before = server_cpu()
+    results = _race(design, workload, workers, duration, max_refusals=10**9, warmup=WARMUP)
+    latencies = sorted(lat for _, _, lats, *_ in results for lat in lats)
+    cell.ops = sum(sold for _, _, _, sold, *_ in results)
+    cell.elapsed = max(end for _, end, *_ in results) - min(start for start, *_ in results)
+    cell.p50_ms = statistics.median(latencies) * 1000 if latencies else 0.0
+    cell.p99_ms = latencies[max(int(len(latencies) * 0.99) - 1, 0)] * 1000 if latencies else 0.0
+    cell.units_per_client = sorted(sold for _, _, _, sold, *_ in results)
+    for *_, errors, _ in results:
+        cell.errors.update(errors)
+    cell.cpu = {"clients": sum(cpu for *_, cpu in results)} | {
+        name: used for name, used in server_cpu(servers_before).items()
+    }
+
+    # The sell-out race: small stock, everyone buys until refused a few times (or time is up).
+    design.prepare(workload, workload.sellout_skus, workload.sellout_stock)
+    sellout = Workload(workload.name, workload.title, workload.sellout_skus, workload.lines, workload.sellout_skus, 0)
+    _race(design, sellout, workers, duration, max_refusals=5)
+    cell.oversold = sum(max(0, sold - workload.sellout_stock) for sold in design.sold_by_row(0).values())
+    return cell
+
+
+def _cpu_split(cell) -> str:
+    return "/".join(f"{used * 1000 / cell.ops:.2f}" for used in cell.cpu.values()) if cell.ops else "-"
+
+
+def reset_database() -> None:
+    call_command("migrate", verbosity=0)
+    for model in (StockMovement, Reservation, OrderLine, Order, Stock, Product):
+        model._base_manager.all()._raw_delete(model._base_manager.db)
+
+
+def run_matrix(*, workloads, workers, designs, duration, progress=print) -> list[Cell]:
+    reset_database()
+    cells = []
+    for workload_name in workloads:
+        for count in workers:
+            for design_class in designs:
+                cell = run_cell(design_class, WORKLOADS[workload_name], count, duration)
+                progress(
+                    f"{workload_name:8} W={count:<3} {cell.design:30} {cell.throughput:8.0f}/s "
+                    f"p50 {cell.p50_ms:7.1f} ms  p99 {cell.p99_ms:7.1f} ms  oversold {cell.oversold}  "
+                    f"cpu/op {cell.cpu_ms_per_op:.2f} ms {_cpu_split(cell)}  "
+                    f"errors {dict(cell.errors) or '-'}"
+                )
+                cells.append(cell)
+    return cells
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    parser.add_argument("--workers", type=int, nargs="+", default=list(WORKERS))
+    parser.add_argument("--designs", nargs="+", help="class names, e.g. Floor OurStockReserve")
+    parser.add_argument("--duration", type=float, default=2.0, help="seconds per timed phase")
+    args = parser.parse_args()
+    designs = [d for d in DESIGNS if not args.designs or d.__name__ in args.designs]
+    run_matrix(workloads=args.workloads, workers=args.workers, designs=designs, duration=args.duration)
+
+
+if __name__ == "__main__":
+    main()
