@@ -365,8 +365,8 @@ def _client(design, workload, seed, barrier, duration, max_refusals, out, warmup
     if warmup:  # one untimed purchase first: connections, scripts and caches get set up
         try:
             design.buy(workload.pick(rng))
-        except (Refused, DomainError, DomainErrorLike):
-            pass
+        except Exception:  # counted in the timed phase, not here
+            _rollback_if_broken()
     barrier.wait()
     cpu = sum(os.times()[:2])
     start = time.monotonic() + warmup  # what happens before start is not counted: processes settle in
@@ -380,11 +380,19 @@ def _client(design, workload, seed, barrier, duration, max_refusals, out, warmup
         except Refused:
             refusals += 1
         except (DomainError, DomainErrorLike) as exc:
-            errors[exc.code] += counted
+            errors[exc.code] += 1
+        except Exception as exc:  # the articles' designs fail in their own ways (a lock lost mid-sale, ...)
+            errors[type(exc).__name__] += 1
+            _rollback_if_broken()
         if counted:
             latencies.append(time.monotonic() - began)
     out.put((start, time.monotonic(), latencies, sold, errors, sum(os.times()[:2]) - cpu))
     connections.close_all()
+
+
+def _rollback_if_broken() -> None:
+    if connection.in_atomic_block or not connection.get_autocommit():
+        connection.close()  # a transaction left half-done by a failed design: start clean
 
 
 def _race(design, workload, workers, duration, max_refusals, warmup=0.0):

@@ -156,7 +156,10 @@ def _orders_place_batch(requests: list[_PlaceRequest]) -> list:
     results: list = [None] * len(requests)
     earlier = {
         (order.idempotency_scope, order.idempotency_key_hash): order
-        for order in Order.all_objects.filter(idempotency_key_hash__in={r.key_hash for r in requests})
+        # Both columns, so the (scope, hash) unique index answers it rather than a scan of every order.
+        for order in Order.all_objects.filter(
+            idempotency_scope__in={r.scope for r in requests}, idempotency_key_hash__in={r.key_hash for r in requests}
+        )
     }
     first_with_key, new = {}, []
     for index, request in enumerate(requests):
