@@ -233,6 +233,8 @@ def _orders_create(requests, placing, products, stocks) -> list[dict]:
                 "idempotency_scope": requests[index].scope,
                 "request_fingerprint": requests[index].fingerprint,
                 "payment_reference": "",
+                "paid_at": None,
+                "sweep_lease_until": None,
             }
             for index in placing
         ],

@@ -116,3 +116,14 @@ def test_when_the_holders_batch_fails_its_waiters_place_their_orders_on_their_ow
     assert [r for r in results if isinstance(r, dict)] == [{"code": "crashed", "detail": "the holder's batch broke"}]
     assert Order.objects.count() == 3 and stock_of(hot).reserved == 3
     assert_books_balance(hot)
+
+
+def test_the_order_a_batch_returns_is_complete_and_matches_the_database(make_product):
+    make_product(sku="HOT", stock=5)
+
+    order = services.order_place(email="b@example.com", items=[{"sku": "HOT", "quantity": 2}], idempotency_key="k")
+
+    assert order.get_deferred_fields() == set()  # built from the inserted row: no lazy query later
+    stored = Order.objects.get(pk=order.pk)
+    for field in Order._meta.concrete_fields:
+        assert getattr(order, field.attname) == getattr(stored, field.attname), field.name
