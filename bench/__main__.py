@@ -281,7 +281,7 @@ def write_report(args, cells, http_runs, sweep_results, lock_rows, trips, profil
         "",
         "## End to end over HTTP",
         "",
-        f"gunicorn with {http_runs[0]['workers']} sync workers (2 x cores), locust "
+        f"gunicorn with {http_runs[0]['workers']} workers (2 x cores) of {http_runs[0]['threads']} threads, locust "
         f"({http_runs[0]['users']} users, no think time) POSTing one-unit orders of one hot SKU to",
         "`/api/orders/` with a token and a fresh Idempotency-Key each. Clients, server, MariaDB and Redis",
         "share the same two cores.",
@@ -296,7 +296,7 @@ def write_report(args, cells, http_runs, sweep_results, lock_rows, trips, profil
                 "p50 ms",
                 "p99 ms",
                 "answers",
-                "orders placed",
+                "orders placed (incl. in flight at the stop)",
                 "units reserved",
                 "oversold",
                 "books agree",

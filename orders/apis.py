@@ -1,4 +1,5 @@
 from django.conf import settings
+from django.db.models import prefetch_related_objects
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.exceptions import NotFound
@@ -111,6 +112,7 @@ class OrderCollectionApi(generics.ListAPIView):
         order = order_place(
             customer=request.user, email=request.user.email, items=data.validated_data["items"], idempotency_key=key
         )
+        prefetch_related_objects([order], "lines__product")  # the lines and the total read them once
         return Response(OrderOutputSerializer(order).data, status=status.HTTP_201_CREATED)
 
 
