@@ -18,6 +18,7 @@ import statistics
 import subprocess
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -91,10 +92,10 @@ def bare_rows(count: int, stock: int) -> list[int]:
         return [row[0] for row in cursor.fetchall()]
 
 
-def bare_books(ids: list[int]) -> dict[int, tuple[int, int]]:
+def bare_reserved() -> dict[int, int]:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT id, on_hand, reserved FROM bench_stock")
-        return {row[0]: (row[1], row[2]) for row in cursor.fetchall()}
+        cursor.execute("SELECT id, reserved FROM bench_stock")
+        return dict(cursor.fetchall())
 
 
 GUARDED = "UPDATE bench_stock SET reserved = reserved + 1 WHERE id = %s AND on_hand - reserved >= 1"
@@ -107,7 +108,7 @@ def _guarded_updates(cursor, ids) -> None:
             raise Refused
 
 
-class Design:
+class Design(ABC):
     """One way to reserve a unit of each picked row. ``buy`` returns normally or raises ``Refused``."""
 
     name = ""
@@ -116,15 +117,15 @@ class Design:
     def prepare(self, workload: Workload, rows: int, stock: int) -> None:
         self.ids = bare_rows(rows, stock)
 
-    def client_init(self) -> None:
-        pass
+    def client_init(self) -> None:  # noqa: B027 - most designs need nothing per process
+        """Per client process, before the race: open what the design needs (a Redis client)."""
 
-    def buy(self, picked: list[int]) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def buy(self, picked: list[int]) -> None: ...
 
-    def sold_by_row(self, stock: int) -> dict[int, int]:
+    def sold_by_row(self) -> dict[int, int]:
         """Units each row has given out according to the database (oversold shows as more than stock)."""
-        return {row_id: reserved for row_id, (on_hand, reserved) in bare_books(self.ids).items()}
+        return bare_reserved()
 
 
 class Floor(Design):
@@ -194,14 +195,16 @@ class Optimistic(Design):
                 return
             except _Conflict:
                 continue
-        raise DomainErrorLike("optimistic_gave_up")
+        raise GaveUp("optimistic_gave_up")
 
 
 class _Conflict(Exception):
     pass
 
 
-class DomainErrorLike(Exception):
+class GaveUp(Exception):
+    """A design gave up on a purchase (the optimistic retry's limit): an error with a code."""
+
     def __init__(self, code):
         super().__init__(code)
         self.code = code
@@ -275,7 +278,7 @@ class OurDesign(Design):
     def prepare(self, workload, rows, stock):
         self.products = shop_rows(rows, stock)
 
-    def sold_by_row(self, stock):
+    def sold_by_row(self):
         stocks = Stock.objects.filter(product__in=self.products).values_list("product_id", "reserved")
         return dict(stocks)
 
@@ -384,7 +387,7 @@ def _client(design, workload, seed, barrier, duration, max_refusals, out, warmup
             sold += counted
         except Refused:
             refusals += 1
-        except (DomainError, DomainErrorLike) as exc:
+        except (DomainError, GaveUp) as exc:
             errors[exc.code] += 1
         except Exception as exc:  # the articles' designs fail in their own ways (a lock lost mid-sale, ...)
             errors[type(exc).__name__] += 1
@@ -469,7 +472,7 @@ def run_cell(design_class, workload: Workload, workers: int, duration: float) ->
     _, stuck = _race(design, sellout, workers, duration, max_refusals=5)
     if stuck:
         cell.errors["stuck in sell-out, killed"] += stuck
-    cell.oversold = sum(max(0, sold - workload.sellout_stock) for sold in design.sold_by_row(0).values())
+    cell.oversold = sum(max(0, sold - workload.sellout_stock) for sold in design.sold_by_row().values())
     return cell
 
 

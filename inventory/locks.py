@@ -300,8 +300,7 @@ def sku_locks(skus: Iterable[str], *, wait: float | None = None) -> Iterator[Non
     Not re-entrant: a thread that holds locks and asks for more would break the sorted order, so
     it is refused. ``inventory.services.stock_section`` lets nested services reuse the outer locks.
     """
-    if held_skus():
-        raise RuntimeError(f"Already holding {sorted(held_skus())}: lock every SKU at once, in one call")
+    _refuse_nested()
     wanted = sorted(set(skus))
     acquired: list[tuple[str, Lock]] = []
     _held.skus, _held.pid = set(), os.getpid()
@@ -309,12 +308,7 @@ def sku_locks(skus: Iterable[str], *, wait: float | None = None) -> Iterator[Non
     deadline = started + (settings.LOCK_WAIT_SECONDS if wait is None else wait)  # one budget for the set
     try:
         for sku in wanted:
-            try:
-                lock = _lock(sku)
-                got = lock.acquire(blocking_timeout=max(deadline - time.monotonic(), 0))
-            except redis.RedisError as exc:
-                logger.error("lock service unreachable while locking %s: %s", sku, exc)
-                raise LockUnavailable(skus=[sku]) from exc
+            lock, got = _acquire(sku, wait=max(deadline - time.monotonic(), 0))
             waited = time.monotonic() - started
             if not got:
                 logger.warning("lock_timeout: gave up on %s after %.3fs, holding %s", sku, waited, sorted(_held.skus))
@@ -333,14 +327,25 @@ def sku_locks(skus: Iterable[str], *, wait: float | None = None) -> Iterator[Non
             _release(sku, lock)
 
 
-def _lock(sku: str) -> QueuedLock:
+def _refuse_nested() -> None:
+    if held_skus():
+        raise RuntimeError(f"Already holding {sorted(held_skus())}: lock every SKU at once, in one call")
+
+
+def _acquire(sku: str, *, wait: float, request: bytes = b"") -> tuple[QueuedLock, bool]:
+    """One SKU's lock and whether we got it; an unreachable Redis is ``lock_unavailable``."""
     client = caches[settings.LOCK_CACHE_ALIAS].client
-    return client.get_client(write=True).lock(
-        client.make_key(lock_key(sku)),
-        timeout=settings.LOCK_TTL_SECONDS,
-        sleep=settings.LOCK_POLL_SECONDS,
-        lock_class=QueuedLock,
-    )
+    try:
+        lock = client.get_client(write=True).lock(
+            client.make_key(lock_key(sku)),
+            timeout=settings.LOCK_TTL_SECONDS,
+            sleep=settings.LOCK_POLL_SECONDS,
+            lock_class=QueuedLock,
+        )
+        return lock, lock.acquire(blocking_timeout=wait, request=request)
+    except redis.RedisError as exc:
+        logger.error("lock service unreachable while locking %s: %s", sku, exc)
+        raise LockUnavailable(skus=[sku]) from exc
 
 
 @contextmanager
@@ -353,17 +358,9 @@ def sku_lock_serving(sku: str, *, kind: str, body: bytes, wait: float | None = N
     holder and ``(None, answer)`` to a served waiter, which holds nothing; ``answer`` is None if the
     holder died between taking the request and answering (the outcome is then unknown).
     """
-    if held_skus():
-        raise RuntimeError(f"Already holding {sorted(held_skus())}: lock every SKU at once, in one call")
+    _refuse_nested()
     started = time.monotonic()
-    try:
-        lock = _lock(sku)
-        got = lock.acquire(
-            blocking_timeout=settings.LOCK_WAIT_SECONDS if wait is None else wait, request=kind.encode() + body
-        )
-    except redis.RedisError as exc:
-        logger.error("lock service unreachable while locking %s: %s", sku, exc)
-        raise LockUnavailable(skus=[sku]) from exc
+    lock, got = _acquire(sku, wait=settings.LOCK_WAIT_SECONDS if wait is None else wait, request=kind.encode() + body)
     waited = time.monotonic() - started
     if waited >= settings.LOCK_WAIT_LOG_SECONDS:
         logger.info("lock wait: %s took %.3fs to %s", sku, waited, "be served" if lock.served else "acquire")

@@ -149,31 +149,34 @@ def stock_section_combined(*, skus: Iterable[str], kind: str, request, execute: 
     pickled, as django-redis stores cache values. Several SKUs, or a section already held, run alone.
     """
     skus = sorted(set(skus))
-    if len(skus) != 1 or locks.held_skus():
-        with stock_section(skus=skus):
-            return _result(execute([request])[0])
-    with locks.sku_lock_serving(skus[0], kind=kind, body=pickle.dumps(request)) as (lock, answer):
-        if lock is None:
-            if answer is None:
-                raise LockTimeout(skus=skus, detail="The stock is busy and the outcome is unknown; retry.")
-            outcome = pickle.loads(answer)
-        else:
-            taken = lock.take(kind.encode(), settings.STOCK_BATCH_MAX - 1)
-            requests = [request] + [pickle.loads(body) for _, body in taken]
-            try:
-                with transaction.atomic(durable=True):
-                    results = execute(requests)
-            except BaseException:
-                lock.answer({waiter: pickle.dumps(_RunAlone) for waiter, _ in taken})
-                raise
-            lock.answer({waiter: pickle.dumps(result) for (waiter, _), result in zip(taken, results[1:], strict=True)})
-            if len(requests) > 1:
-                logger.debug("served %d %s requests on %s in one commit", len(requests), kind, skus[0])
-            outcome = results[0]
+    outcome = _RunAlone
+    if len(skus) == 1 and not locks.held_skus():
+        outcome = _served_or_serve(skus[0], kind=kind, request=request, execute=execute)
     if outcome is _RunAlone:
         with stock_section(skus=skus):
             outcome = execute([request])[0]
     return _result(outcome)
+
+
+def _served_or_serve(sku: str, *, kind: str, request, execute):
+    """Our outcome: answered by the holder we queued behind, or as holder of a batch (ours first)."""
+    with locks.sku_lock_serving(sku, kind=kind, body=pickle.dumps(request)) as (lock, answer):
+        if lock is None:
+            if answer is None:
+                raise LockTimeout(skus=[sku], detail="The stock is busy and the outcome is unknown; retry.")
+            return pickle.loads(answer)
+        taken = lock.take(kind.encode(), settings.STOCK_BATCH_MAX - 1)
+        requests = [request] + [pickle.loads(body) for _, body in taken]
+        try:
+            with transaction.atomic(durable=True):
+                results = execute(requests)
+        except BaseException:
+            lock.answer({waiter: pickle.dumps(_RunAlone) for waiter, _ in taken})
+            raise
+        lock.answer({waiter: pickle.dumps(result) for (waiter, _), result in zip(taken, results[1:], strict=True)})
+        if len(requests) > 1:
+            logger.debug("served %d %s requests on %s in one commit", len(requests), kind, sku)
+        return results[0]
 
 
 def _result(outcome):

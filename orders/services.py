@@ -104,12 +104,9 @@ class _PlaceRequest:
     email: str
     scope: str
     idempotency_key: str
+    key_hash: str  # hashed by the buyer, not by the lock holder serving a batch
     fingerprint: str
     lines: tuple[StockLine, ...]
-
-    @property
-    def key_hash(self) -> str:
-        return _key_hash(self.idempotency_key)
 
 
 def order_place(*, customer=None, email: str = "", items, idempotency_key: str) -> Order:
@@ -127,6 +124,7 @@ def order_place(*, customer=None, email: str = "", items, idempotency_key: str) 
         email=email,
         scope=scope,
         idempotency_key=idempotency_key.strip(),
+        key_hash=_key_hash(idempotency_key.strip()),
         fingerprint=_fingerprint(lines),
         lines=tuple(lines),
     )
