@@ -5,10 +5,10 @@ from django.conf import settings
 from django.contrib import admin
 from django.core.exceptions import ValidationError
 from django.db.models import F, Q
+from django.db.models.functions import Now
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpResponseRedirect
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.html import format_html
 
 from inventory.errors import BelowReserved, DomainError, StaleStock
@@ -244,7 +244,7 @@ class ReservationExpiredFilter(admin.SimpleListFilter):
         return [("yes", "Yes: active past expiry"), ("no", "No")]
 
     def queryset(self, request, queryset):
-        expired = Q(state=Reservation.State.ACTIVE, expires_at__lte=timezone.now())
+        expired = Q(state=Reservation.State.ACTIVE, expires_at__lte=Now())
         if self.value() == "yes":
             return queryset.filter(expired)
         if self.value() == "no":

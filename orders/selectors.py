@@ -1,7 +1,7 @@
 """Reads of orders for sweeps and checks."""
 
 from django.db.models import Q, QuerySet
-from django.utils import timezone
+from django.db.models.functions import Now
 
 from inventory.models import Reservation
 from orders.models import Order
@@ -11,7 +11,7 @@ FINAL_STATUSES = [Order.Status.PAID, Order.Status.CANCELLED, Order.Status.EXPIRE
 
 def order_list_overdue() -> QuerySet[Order]:
     """Unpaid orders past their reservation's expiry, oldest first."""
-    return Order.objects.filter(status=Order.Status.AWAITING_PAYMENT, expires_at__lte=timezone.now()).order_by("pk")
+    return Order.objects.filter(status=Order.Status.AWAITING_PAYMENT, expires_at__lte=Now()).order_by("pk")
 
 
 def order_list_final_holding_stock() -> QuerySet[Order]:
