@@ -89,7 +89,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
     DATABASES["default"]["OPTIONS"] = {
         "charset": "utf8mb4",
         # Strict mode: out-of-range or truncated values are errors, never silently clipped.
-        "init_command": "SET sql_mode='STRICT_TRANS_TABLES,NO_ZERO_DATE,NO_ZERO_IN_DATE,ERROR_FOR_DIVISION_BY_ZERO'",
+        # UTC sessions: the database's clock (CURRENT_TIMESTAMP) is the one expiry decisions use (shop/clock.py).
+        "init_command": "SET sql_mode='STRICT_TRANS_TABLES,NO_ZERO_DATE,NO_ZERO_IN_DATE,ERROR_FOR_DIVISION_BY_ZERO', "
+        "time_zone='+00:00'",
         # READ COMMITTED: every statement sees the latest committed row, so the next lock holder
         # never works from a snapshot older than the previous holder's commit (see README).
         "isolation_level": "read committed",
@@ -128,6 +130,9 @@ LOCK_CACHE_ALIAS = "locks"
 # --- Stock and orders -------------------------------------------------------------------------
 
 RESERVATION_TTL_SECONDS = env.int("RESERVATION_TTL_SECONDS", default=900)
+# Hosts' clocks may disagree, so expiry runs on the database's clock; each process re-reads it this often
+# and counts the time between on its monotonic clock (shop/clock.py).
+DB_CLOCK_RESYNC_SECONDS = env.float("DB_CLOCK_RESYNC_SECONDS", default=60.0)
 # How long a lock lives if its holder dies. Must exceed the slowest stock transaction.
 LOCK_TTL_SECONDS = env.float("LOCK_TTL_SECONDS", default=10.0)
 # How long a caller waits for a busy SKU before giving up with `lock_timeout`.
