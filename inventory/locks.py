@@ -184,6 +184,7 @@ class QueuedLock(Lock):
     """
     )
 
+    sku = ""  # for logs and errors
     served = False  # a holder took our request (``acquire`` with a request)
     served_result: bytes | None = None  # and this is its answer (None: it died before answering)
 
@@ -266,11 +267,19 @@ class QueuedLock(Lock):
     def take(self, kind: bytes, limit: int) -> list[tuple[bytes, bytes]]:
         """As holder: take up to ``limit`` queued requests of ``kind``, as (waiter, body) pairs."""
         args = [self.local.token, kind, limit, self._ms(self.timeout)]
-        flat = self.lua_take(keys=[self.name, self._queue], args=args, client=self.redis)
+        try:
+            flat = self.lua_take(keys=[self.name, self._queue], args=args, client=self.redis)
+        except redis.RedisError as exc:
+            logger.error("lock service unreachable while taking queued requests on %s: %s", self.sku, exc)
+            raise LockUnavailable(skus=[self.sku]) from exc
         return list(zip(flat[::2], flat[1::2], strict=True))
 
     def answer(self, answers: dict[bytes, bytes]) -> None:
-        """As holder, after the commit: wake each served waiter with its answer."""
+        """As holder, after the commit: wake each served waiter with its answer.
+
+        If Redis fails now, the waiters' own wait fails too (or times out): they retry with their
+        Idempotency-Key and find the order committed here. The holder's own outcome stands.
+        """
         if not answers:
             return
         pipe = self.redis.pipeline(transaction=False)
@@ -278,7 +287,10 @@ class QueuedLock(Lock):
             wake = f"{self.name}:wake:{waiter.decode()}"
             pipe.rpush(wake, b"R" + body)
             pipe.pexpire(wake, self._ms(self.timeout))
-        pipe.execute()
+        try:
+            pipe.execute()
+        except redis.RedisError as exc:
+            logger.error("could not answer %d served request(s) on %s: %s", len(answers), self.sku, exc)
 
     def do_release(self, expected_token) -> None:
         claim_ms = self._ms(settings.LOCK_HANDOFF_CLAIM_SECONDS)
@@ -342,6 +354,7 @@ def _acquire(sku: str, *, wait: float, request: bytes = b"") -> tuple[QueuedLock
             sleep=settings.LOCK_POLL_SECONDS,
             lock_class=QueuedLock,
         )
+        lock.sku = sku
         return lock, lock.acquire(blocking_timeout=wait, request=request)
     except redis.RedisError as exc:
         logger.error("lock service unreachable while locking %s: %s", sku, exc)

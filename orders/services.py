@@ -13,8 +13,9 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import EmailValidator
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, OperationalError, transaction
 from django.db.models import Q, Sum
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from inventory.errors import DomainError, InsufficientStock, InvalidInput, LockTimeout
@@ -45,6 +46,7 @@ from orders.models import Order, OrderLine, new_order_number
 from orders.payments import payment_gateway
 from orders.selectors import order_list_final_holding_stock, order_list_overdue, order_list_overdue_holding
 from shop.basemodels import bulk_insert, from_row
+from shop.clock import db_now
 from shop.selectors import product_map_orderable
 
 logger = logging.getLogger(__name__)
@@ -53,6 +55,9 @@ Status = Order.Status
 
 # How many overdue orders a new order may expire while it holds the locks.
 OVERDUE_EXPIRY_LIMIT = 50
+# A batch can fail on another buyer's duplicate key after a lost lock; the buyer then tries on its own.
+PLACE_ATTEMPTS = 3
+DUPLICATE_KEY, DEADLOCK = 1062, 1213  # MySQL/MariaDB error numbers
 
 
 def _fingerprint(lines) -> str:
@@ -128,21 +133,37 @@ def order_place(*, customer=None, email: str = "", items, idempotency_key: str) 
         fingerprint=_fingerprint(lines),
         lines=tuple(lines),
     )
-    try:
-        outcome = stock_section_combined(
-            skus=[line.sku for line in lines], kind="place", request=request, execute=_orders_place_batch
-        )
-    except (IntegrityError, LockTimeout):
-        # A lost lock (IntegrityError: the unique key let one replay win) or a holder that died before
-        # answering: if the order was placed after all, this is a replay.
-        if existing := _order_replay(
-            scope=scope, idempotency_key=request.idempotency_key, fingerprint=request.fingerprint
-        ):
-            return existing
-        raise
+    for attempt in range(1, PLACE_ATTEMPTS + 1):
+        try:
+            outcome = stock_section_combined(
+                skus=[line.sku for line in lines], kind="place", request=request, execute=_orders_place_batch
+            )
+            break
+        except (IntegrityError, LockTimeout, InsufficientStock) as exc:
+            # After a lost lock (Redis restarted, a holder stalled past its TTL) a stale holder may have
+            # placed this very key meanwhile: then the unique key refused our copy (IntegrityError), or
+            # its units are why we were refused. A holder that died before answering leaves us a
+            # LockTimeout. If the order was placed after all, this is a replay. A batch that failed on
+            # another buyer's key is tried again.
+            if existing := _order_replay(
+                scope=scope, idempotency_key=request.idempotency_key, fingerprint=request.fingerprint
+            ):
+                return existing
+            if not _is_duplicate_key(exc) or attempt == PLACE_ATTEMPTS:
+                raise
+            logger.warning("order placement hit a duplicate key (a lost lock?); trying again: %s", exc)
+        except OperationalError as exc:
+            # A deadlock victim (say, with a sweeper) was rolled back whole: nothing happened, try again.
+            if exc.args[:1] != (DEADLOCK,) or attempt == PLACE_ATTEMPTS:
+                raise
+            logger.warning("order placement was a deadlock victim; trying again")
     if isinstance(outcome, Order):  # a replay
         return outcome
     return from_row(Order, outcome)
+
+
+def _is_duplicate_key(exc: Exception) -> bool:
+    return isinstance(exc, IntegrityError) and exc.args[:1] == (DUPLICATE_KEY,)
 
 
 def _orders_place_batch(requests: list[_PlaceRequest]) -> list:
@@ -152,13 +173,7 @@ def _orders_place_batch(requests: list[_PlaceRequest]) -> list:
     sweeper must not cost a sale), and those expiries are kept even if the order is still refused.
     """
     results: list = [None] * len(requests)
-    earlier = {
-        (order.idempotency_scope, order.idempotency_key_hash): order
-        # Both columns, so the (scope, hash) unique index answers it rather than a scan of every order.
-        for order in Order.all_objects.filter(
-            idempotency_scope__in={r.scope for r in requests}, idempotency_key_hash__in={r.key_hash for r in requests}
-        )
-    }
+    earlier = _orders_by_key(requests)
     first_with_key, new = {}, []
     for index, request in enumerate(requests):
         key = (request.scope, request.key_hash)
@@ -208,6 +223,17 @@ def _orders_place_batch(requests: list[_PlaceRequest]) -> list:
     return results
 
 
+def _orders_by_key(requests: list[_PlaceRequest]) -> dict[tuple[str, str], Order]:
+    """Orders already placed with these requests' idempotency keys."""
+    return {
+        (order.idempotency_scope, order.idempotency_key_hash): order
+        # Both columns, so the (scope, hash) unique index answers it rather than a scan of every order.
+        for order in Order.all_objects.filter(
+            idempotency_scope__in={r.scope for r in requests}, idempotency_key_hash__in={r.key_hash for r in requests}
+        )
+    }
+
+
 def _replay_result(order: Order, request: _PlaceRequest):
     if order.request_fingerprint != request.fingerprint:
         return IdempotencyConflict(number=order.number)
@@ -216,7 +242,7 @@ def _replay_result(order: Order, request: _PlaceRequest):
 
 def _orders_create(requests, placing, products, stocks) -> list[dict]:
     """Orders, lines, reservations and ledger rows for the served requests: four INSERTs for the batch."""
-    expires_at = timezone.now() + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
+    expires_at = db_now() + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
     orders = bulk_insert(
         Order,
         [
@@ -337,7 +363,7 @@ def order_pay(*, order: Order, payment_token: str = "") -> Order:
 def _order_reserve_again(order: Order) -> None:
     """Reserve an expired order's lines anew (its products must still be for sale)."""
     product_map_orderable(skus=order.skus)
-    expires_at = timezone.now() + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
+    expires_at = db_now() + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
     if not _order_transition(order, from_statuses=[Status.EXPIRED], to=Status.AWAITING_PAYMENT, expires_at=expires_at):
         raise OrderNotPayable(number=order.number, status=order.status)
     try:
@@ -349,7 +375,7 @@ def _order_reserve_again(order: Order) -> None:
 def order_expire(*, order: Order) -> bool:
     """Expire an overdue unpaid order and release its stock. False if it was paid, cancelled or not yet due."""
     with stock_section(skus=order.skus):
-        if not Order.objects.filter(pk=order.pk, status=Status.AWAITING_PAYMENT, expires_at__lte=timezone.now()).update(
+        if not Order.objects.filter(pk=order.pk, status=Status.AWAITING_PAYMENT, expires_at__lte=Now()).update(
             status=Status.EXPIRED
         ):
             return False
@@ -460,7 +486,7 @@ def _order_sweep_one(order: Order, action) -> str:
 
 def _orders_claim(queryset, *, batch_size: int) -> list[Order]:
     """Lease a batch no other sweeper holds; a dead sweeper's lease lapses and its batch is taken over."""
-    now = timezone.now()
+    now = db_now()
 
     def claim() -> list[int]:
         with transaction.atomic():
@@ -471,7 +497,10 @@ def _orders_claim(queryset, *, batch_size: int) -> list[Order]:
                 .values_list("pk", flat=True)[:batch_size]
             )
             lease = now + timedelta(seconds=settings.SWEEP_LEASE_SECONDS)
-            Order.objects.filter(pk__in=ids).update(sweep_lease_until=lease)
+            # By primary key alone: the rows are locked and filtered already, and ``objects`` would add
+            # ``is_deleted = 0``, which MariaDB answers through that index, locking index then row: the
+            # opposite order to a status UPDATE, and a deadlock with a buyer expiring one of these.
+            Order.all_objects.filter(pk__in=ids).update(sweep_lease_until=lease)
             return ids
 
     ids = retry_on_deadlock(claim)

@@ -43,11 +43,17 @@ def wait_for_peers():
 
 def run_process(func, **kwargs) -> int:
     """Run ``func(**kwargs)`` in one forked process to completion; return its exit code."""
+    process = start_process(func, **kwargs)
+    process.join(60)
+    return process.exitcode
+
+
+def start_process(func, **kwargs) -> multiprocessing.Process:
+    """Start ``func(**kwargs)`` in a forked process and return at once (to signal or stop it)."""
     connections.close_all()
     process = _ctx.Process(target=_init_and_call, args=(func, kwargs))
     process.start()
-    process.join(60)
-    return process.exitcode
+    return process
 
 
 def _init_and_call(func, kwargs):

@@ -1,0 +1,144 @@
+"""Start the shop's real processes for tests: the app server, a private Redis, any manage.py command.
+
+Each child gets an environment pointing at the test database and the test Redis, so what it does is
+visible to the test, and runs in its own process group so that a test can kill it and its children.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def process_env(**overrides) -> dict:
+    """The environment of a shop process on the test database and Redis; ``overrides`` win."""
+    db = settings.DATABASES["default"]
+    return {
+        "PATH": os.environ["PATH"],
+        "SECRET_KEY": settings.SECRET_KEY,
+        "DATABASE_URL": f"mysql://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT'] or 3306}/{db['NAME']}",
+        "REDIS_URL": settings.REDIS_URL,
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "LOCK_KEY_PREFIX": os.environ.get("LOCK_KEY_PREFIX", "test"),
+        **{key: str(value) for key, value in overrides.items()},
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(predicate, *, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def stop(proc: subprocess.Popen, sig=signal.SIGTERM) -> None:
+    """Stop a child started with ``start_new_session`` and everything it started."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, sig)
+        proc.wait(30)
+
+
+@contextmanager
+def app_server(env: dict, log: Path, *, workers: int = 4):
+    """gunicorn serving the shop as in production; yields (base URL, the master process)."""
+    port = free_port()
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [str(BIN / "gunicorn"), "config.wsgi", "--workers", str(workers), "--bind", f"127.0.0.1:{port}"]
+            + ["--timeout", "60"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _answers(f"{url}/api/products/"), timeout=30, what=f"gunicorn to serve ({log})")
+        yield url, proc
+    finally:
+        stop(proc)
+
+
+def _answers(url: str) -> bool:
+    try:
+        urllib.request.urlopen(url, timeout=2)
+        return True
+    except OSError:
+        return False
+
+
+def http(method: str, url: str, *, token: str = "", body=None, key: str = "", timeout: float = 60):
+    """One JSON request; returns (status, body, headers) for errors as well as successes."""
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Token {token}"
+    if key:
+        headers["Idempotency-Key"] = key
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.loads(response.read() or b"{}"), dict(response.headers)
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}"), dict(error.headers)
+
+
+class RedisServer:
+    """A private redis-server on its own port, so a test can stop and restart it like an outage."""
+
+    def __init__(self, workdir: Path):
+        self.port = free_port()
+        self.workdir = workdir
+        self.proc = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+            + ["--dir", str(self.workdir)],
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        wait_for(self._answers, timeout=10, what="redis-server to start")
+
+    def kill(self) -> None:
+        """Crash it (SIGKILL): every key, so every lock, is gone."""
+        stop(self.proc, signal.SIGKILL)
+
+    def _answers(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.kill()
