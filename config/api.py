@@ -4,13 +4,15 @@ Every refusal is ``{"code": ..., "detail": ..., "fields": {...}}`` plus the erro
 ``insufficient_stock``, ``shortages``). Domain errors map to HTTP statuses here, in one table.
 """
 
+import hashlib
+import math
 import re
 
 from django.conf import settings
 from rest_framework import exceptions, serializers, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
-from rest_framework.throttling import UserRateThrottle
+from rest_framework.throttling import SimpleRateThrottle, UserRateThrottle
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from inventory.errors import DomainError
@@ -137,3 +139,59 @@ class OrderCreateThrottle(UserRateThrottle):
 
     def get_rate(self):
         return settings.ORDER_THROTTLE_RATE
+
+
+class LoginThrottle(SimpleRateThrottle):
+    """Failed logins per client IP and per username: the token API, the login page and the admin share them.
+
+    DRF's rate parsing, client address (``NUM_PROXIES``) and cache keys, but not its history list: that is
+    read and written back, so a burst of parallel guesses would all pass one check. Each attempt is counted
+    up front with Redis' atomic INCR instead (a fixed window of the rate's period), and a successful login
+    gives its count back, so only failures add up.
+    """
+
+    scope = "login"
+
+    def __init__(self, request, *, username: str):
+        super().__init__()
+        idents = [f"ip:{self.get_ident(request)}"]
+        if username:
+            # Hashed: any length or character; casefolded: MySQL's collation matches usernames that way.
+            idents.append("user:" + hashlib.sha256(username.casefold().encode()).hexdigest())
+        self.keys = [self.cache_format % {"scope": self.scope, "ident": ident} for ident in idents]
+        self.retry_after = None
+
+    def get_rate(self):
+        return settings.LOGIN_THROTTLE_RATE
+
+    def attempt(self) -> bool:
+        """Count one attempt; False (nothing counted, ``wait()`` set) once the IP or the username is over the rate."""
+        counts = [self._count(key) for key in self.keys]
+        over = [key for key, count in zip(self.keys, counts, strict=True) if count and count > self.num_requests]
+        if not over:
+            return True
+        self.succeeded()  # a refused attempt checks no password
+        self.retry_after = max(self.cache.ttl(key) or self.duration for key in over)
+        return False
+
+    def succeeded(self) -> None:
+        """Give the attempt back: a login that worked is not a guess."""
+        for key in self.keys:
+            try:
+                self.cache.decr(key)
+            except ValueError:
+                pass  # its window ended meanwhile
+
+    def wait(self):
+        return None if self.retry_after is None else max(1, math.ceil(self.retry_after))
+
+    def _count(self, key: str) -> int | None:
+        # None when Redis is down (the default cache ignores errors): logins then go unthrottled rather
+        # than nobody being able to log in.
+        for _ in range(2):
+            self.cache.add(key, 0, self.duration)
+            try:
+                return self.cache.incr(key)
+            except ValueError:
+                continue  # it expired between add and incr: start the next window
+        return None

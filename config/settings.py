@@ -171,9 +171,15 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "config.api.exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # How many proxies in front of us append to X-Forwarded-For: throttles key on the client address
+    # they report. 0 trusts only REMOTE_ADDR, so a client cannot dodge a per-IP limit by sending the header.
+    "NUM_PROXIES": env.int("NUM_PROXIES", default=0),
 }
 # Orders one customer may place per minute through the API (DRF rate syntax).
 ORDER_THROTTLE_RATE = env("ORDER_THROTTLE_RATE", default="30/minute")
+# Failed logins allowed per client IP and, separately, per username (token API, login page and admin
+# together; config.api.LoginThrottle), so a password is guessed neither from one address nor from many.
+LOGIN_THROTTLE_RATE = env("LOGIN_THROTTLE_RATE", default="10/minute")
 # Lets a payment be declined on purpose (the API's simulate_failure, the web page's button).
 ALLOW_SIMULATED_PAYMENT_FAILURE = env.bool("ALLOW_SIMULATED_PAYMENT_FAILURE", default=DEBUG)
 

@@ -1,8 +1,9 @@
 from django.contrib import admin
+from django.contrib.auth.views import LoginView
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from config.auth_api import TokenObtainApi
+from config.auth_api import TokenObtainApi, login_throttled
 from inventory import apis as inventory_apis
 from orders import apis as order_apis
 from orders import views as order_views
@@ -34,7 +35,10 @@ urlpatterns = [
     path("orders/<str:number>/", order_views.order_detail, name="order-detail"),
     path("orders/<str:number>/pay/", order_views.order_pay_view, name="order-pay"),
     path("orders/<str:number>/cancel/", order_views.order_cancel_view, name="order-cancel"),
+    # Both login forms ahead of the includes that also route them, so neither escapes the throttle.
+    path("accounts/login/", login_throttled(LoginView.as_view()), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("admin/login/", login_throttled(admin.site.login)),
     path("admin/", admin.site.urls),
     path("api/", include((api_patterns, "api"))),
 ]

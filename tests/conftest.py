@@ -32,6 +32,14 @@ def clean_locks():
     caches[settings.LOCK_CACHE_ALIAS].delete_pattern("stock-lock:*")
 
 
+@pytest.fixture(autouse=True)
+def clean_throttles():
+    """Throttle counts (logins, orders) live in Redis and must not carry from one test into the next."""
+    caches["default"].delete_pattern("throttle_*")
+    yield
+    caches["default"].delete_pattern("throttle_*")
+
+
 @pytest.fixture
 def make_product(db):
     """Create a product, with ``stock`` units received through the service (so the ledger has them)."""
