@@ -3,12 +3,15 @@ from django.contrib.auth.views import LoginView
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from config import error_views
 from config.auth_api import TokenObtainApi, login_throttled
+from config.error_views import API_PREFIX
 from inventory import apis as inventory_apis
 from orders import apis as order_apis
 from orders import views as order_views
 from shop import apis as shop_apis
 from shop import views as shop_views
+
 
 api_patterns = [
     path("products/", shop_apis.ProductListApi.as_view(), name="product-list"),
@@ -40,5 +43,10 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/login/", login_throttled(admin.site.login)),
     path("admin/", admin.site.urls),
-    path("api/", include((api_patterns, "api"))),
+    path(API_PREFIX.lstrip("/"), include((api_patterns, "api"))),
 ]
+
+handler400 = error_views.bad_request
+handler403 = error_views.permission_denied
+handler404 = error_views.page_not_found
+handler500 = error_views.server_error
