@@ -3,14 +3,11 @@
 import os
 import signal
 import subprocess
-import sys
-import time
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.utils import timezone
 
 from config.celery import app
@@ -19,24 +16,11 @@ from orders.models import Order
 from orders.services import order_place
 from orders.tasks import sweep_expired_orders
 from tests.conftest import assert_books_balance, stock_of
+from tests.processes import BIN, ROOT, process_env, stop, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ROOT = Path(__file__).resolve().parent.parent
-CELERY = str(Path(sys.executable).parent / "celery")
-
-
-def worker_env(**overrides) -> dict:
-    db = settings.DATABASES["default"]
-    return {
-        "PATH": os.environ["PATH"],
-        "SECRET_KEY": settings.SECRET_KEY,
-        "DATABASE_URL": f"mysql://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT'] or 3306}/{db['NAME']}",
-        "REDIS_URL": settings.REDIS_URL,
-        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-        "LOCK_KEY_PREFIX": os.environ.get("LOCK_KEY_PREFIX", "test"),
-        **{key: str(value) for key, value in overrides.items()},
-    }
+CELERY = str(BIN / "celery")
 
 
 @contextmanager
@@ -56,17 +40,7 @@ def celery(kind: str, env: dict, log: Path, *args: str):
             wait_for(lambda: "ready." in log.read_text(), timeout=60, what=f"worker ready ({log})")
         yield proc
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(30)
-
-
-def wait_for(predicate, *, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+        stop(proc)
 
 
 @pytest.fixture(autouse=True)
@@ -84,7 +58,7 @@ def test_beat_and_a_worker_expire_orders_within_one_sweep_period(make_product, s
     sweep_period = 1.0
     settings.RESERVATION_TTL_SECONDS = 2
     mug = make_product(sku="MUG", stock=20)
-    env = worker_env(EXPIRY_SWEEP_SECONDS=sweep_period)
+    env = process_env(EXPIRY_SWEEP_SECONDS=sweep_period)
 
     with celery("worker", env, tmp_path / "worker.log", "--concurrency=1"):
         with celery("beat", env, tmp_path / "beat.log", "--schedule", str(tmp_path / "schedule")):
@@ -103,7 +77,7 @@ def test_a_worker_killed_mid_sweep_loses_nothing_and_releases_nothing_twice(make
     total = 240
     placed = [place("MUG", 1 + i % 3, f"kill-{i}") for i in range(total)]
     Order.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
-    env = worker_env(SWEEP_BATCH_SIZE=10, SWEEP_LEASE_SECONDS=2, EXPIRY_SWEEP_SECONDS=1)
+    env = process_env(SWEEP_BATCH_SIZE=10, SWEEP_LEASE_SECONDS=2, EXPIRY_SWEEP_SECONDS=1)
 
     with celery("worker", env, tmp_path / "first.log", "--concurrency=1") as first:
         sweep_expired_orders.delay()

@@ -1,86 +1,26 @@
 """The real app server (gunicorn, several workers) on MariaDB + Redis, hit from several processes."""
 
-import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
-from pathlib import Path
-
 import pytest
-from django.conf import settings
 
 from inventory.models import StockMovement
 from orders.models import Order
 from tests.conftest import assert_books_balance, stock_of
+from tests.processes import app_server, http, process_env
 from tests.race import run_parallel, wait_for_peers
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture
 def server(tmp_path):
     """gunicorn with 4 workers on the test database; yields its base URL."""
-    db = settings.DATABASES["default"]
-    port = free_port()
-    env = {
-        "PATH": os.environ["PATH"],
-        "SECRET_KEY": settings.SECRET_KEY,
-        "DATABASE_URL": f"mysql://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT'] or 3306}/{db['NAME']}",
-        "REDIS_URL": settings.REDIS_URL,
-        "LOCK_KEY_PREFIX": os.environ.get("LOCK_KEY_PREFIX", "test"),
-        "ORDER_THROTTLE_RATE": "100000/minute",
-        "LOG_LEVEL": "WARNING",
-    }
-    log = open(tmp_path / "gunicorn.log", "w")
-    gunicorn = str(Path(sys.executable).parent / "gunicorn")
-    proc = subprocess.Popen(
-        [gunicorn, "config.wsgi", "--workers", "4", "--bind", f"127.0.0.1:{port}", "--timeout", "60"],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/api/products/", timeout=2)
-            break
-        except OSError:
-            assert time.monotonic() < deadline, (tmp_path / "gunicorn.log").read_text()
-            time.sleep(0.2)
-    yield url
-    os.killpg(proc.pid, signal.SIGTERM)
-    proc.wait(30)
-    log.close()
+    env = process_env(ORDER_THROTTLE_RATE="100000/minute", LOG_LEVEL="WARNING")
+    with app_server(env, tmp_path / "gunicorn.log", workers=4) as (url, _):
+        yield url
 
 
-def post(url: str, token: str, body: dict, key: str) -> tuple[int, dict, dict]:
-    request = urllib.request.Request(
-        url,
-        data=json.dumps(body).encode(),
-        method="POST",
-        headers={"Authorization": f"Token {token}", "Content-Type": "application/json", "Idempotency-Key": key},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, json.loads(response.read()), dict(response.headers)
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"{}"), dict(error.headers)
+def order_of(quantity: int) -> dict:
+    return {"items": [{"sku": "MUG", "quantity": quantity}]}
 
 
 def _buyer(url, token, orders):
@@ -88,7 +28,7 @@ def _buyer(url, token, orders):
     wait_for_peers()
     answers = []
     for key, quantity in orders:
-        status, _, headers = post(f"{url}/api/orders/", token, {"items": [{"sku": "MUG", "quantity": quantity}]}, key)
+        status, _, headers = http("POST", f"{url}/api/orders/", token=token, body=order_of(quantity), key=key)
         answers.append((quantity, status, headers))
     return answers
 
@@ -125,7 +65,9 @@ def test_300_concurrent_api_orders_on_one_sku_never_oversell(server, make_produc
 
 def _replay(url, token):
     wait_for_peers()
-    return post(f"{url}/api/orders/", token, {"items": [{"sku": "MUG", "quantity": 2}]}, "the-same-key")[:2]
+    return http(
+        "POST", f"{url}/api/orders/", token=token, body={"items": [{"sku": "MUG", "quantity": 2}]}, key="the-same-key"
+    )[:2]
 
 
 def test_a_post_replayed_20_times_at_once_creates_one_order(server, make_product, django_user_model):
