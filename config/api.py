@@ -5,10 +5,12 @@ Every refusal is ``{"code": ..., "detail": ..., "fields": {...}}`` plus the erro
 """
 
 import hashlib
+import logging
 import math
 import re
 
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 from rest_framework import exceptions, serializers, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
@@ -18,6 +20,12 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from inventory.errors import DomainError
 
 RETRY_AFTER_SECONDS = 1
+
+logger = logging.getLogger(__name__)
+
+# MySQL/MariaDB client and server errors meaning the connection is gone (server down or restarting,
+# connection killed or timed out): the transaction was rolled back, so the request may be retried.
+CONNECTION_LOST_ERRORS = {1053, 1927, 2002, 2003, 2006, 2013, 4031}
 
 STATUS_BY_CODE = {
     "invalid_input": 400,
@@ -53,6 +61,14 @@ def exception_handler(exc, context):
         body.setdefault("fields", {})
         code = STATUS_BY_CODE.get(exc.code, status.HTTP_400_BAD_REQUEST)
         response = Response(body, status=code)
+    elif _connection_lost(exc):
+        logger.error("database connection lost during %s: %s", context["request"].path, exc)
+        body = {
+            "code": "database_unavailable",
+            "detail": "The database connection failed. Retry with the same Idempotency-Key.",
+            "fields": {},
+        }
+        response = Response(body, status=status.HTTP_503_SERVICE_UNAVAILABLE)
     else:
         response = drf_exception_handler(exc, context)
         if response is None:
@@ -61,6 +77,12 @@ def exception_handler(exc, context):
     if response.status_code == status.HTTP_503_SERVICE_UNAVAILABLE:
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return response
+
+
+def _connection_lost(exc: Exception) -> bool:
+    if isinstance(exc, InterfaceError):
+        return True
+    return isinstance(exc, OperationalError) and bool(exc.args) and exc.args[0] in CONNECTION_LOST_ERRORS
 
 
 def _drf_error_body(exc, response) -> dict:
