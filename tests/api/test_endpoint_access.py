@@ -1,0 +1,172 @@
+"""Who may call what: every API endpoint, every method, as four callers, against one explicit table.
+
+The endpoints are read from the URL resolver, so a new one without a row here fails
+``test_every_api_endpoint_has_an_expectation``; a new method on an old one fails its row.
+"""
+
+import itertools
+import json
+
+import pytest
+import yaml
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from rest_framework.test import APIClient
+
+from config.error_views import API_PREFIX
+from orders.models import Order
+from orders.services import order_place
+from tests.conftest import client_for
+
+METHODS = ["GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"]
+ROLES = ["anonymous", "stranger", "owner", "staff"]  # stranger: a customer who does not own the order
+
+OK = (200, None)
+CREATED = (201, None)
+NOT_AUTHENTICATED = (401, "not_authenticated")
+PERMISSION_DENIED = (403, "permission_denied")
+NOT_FOUND = (404, "not_found")  # another's order is the same answer as no order: its existence stays hidden
+NOT_ALLOWED = (405, "method_not_allowed")
+NOT_ALLOWED_HTML = (405, None)  # Swagger UI is an HTML page and answers in HTML
+
+
+def each(expected):
+    return dict.fromkeys(ROLES, expected)
+
+
+def by_role(anonymous, stranger, owner, staff):
+    return dict(zip(ROLES, (anonymous, stranger, owner, staff), strict=True))
+
+
+CUSTOMERS = by_role(NOT_AUTHENTICATED, OK, OK, OK)
+OWNER_ONLY = by_role(NOT_AUTHENTICATED, NOT_FOUND, OK, NOT_FOUND)
+CUSTOMERS_REFUSED = by_role(NOT_AUTHENTICATED, NOT_ALLOWED, NOT_ALLOWED, NOT_ALLOWED)
+STAFF_ONLY = by_role(NOT_AUTHENTICATED, PERMISSION_DENIED, PERMISSION_DENIED, OK)
+STAFF_REFUSED = by_role(NOT_AUTHENTICATED, PERMISSION_DENIED, PERMISSION_DENIED, NOT_ALLOWED)
+
+# Per endpoint: the answer per method and caller; "other" covers every method not named.
+EXPECTED = {
+    "api:product-list": {"GET": each(OK), "HEAD": each(OK), "OPTIONS": each(OK), "other": each(NOT_ALLOWED)},
+    "api:product-detail": {"GET": each(OK), "HEAD": each(OK), "OPTIONS": each(OK), "other": each(NOT_ALLOWED)},
+    "api:order-list": {
+        "GET": CUSTOMERS,
+        "HEAD": CUSTOMERS,
+        "OPTIONS": CUSTOMERS,
+        "POST": by_role(NOT_AUTHENTICATED, CREATED, CREATED, CREATED),
+        "other": CUSTOMERS_REFUSED,
+    },
+    "api:order-detail": {"GET": OWNER_ONLY, "HEAD": OWNER_ONLY, "OPTIONS": CUSTOMERS, "other": CUSTOMERS_REFUSED},
+    "api:order-pay": {"POST": OWNER_ONLY, "OPTIONS": CUSTOMERS, "other": CUSTOMERS_REFUSED},
+    "api:order-cancel": {"POST": OWNER_ONLY, "OPTIONS": CUSTOMERS, "other": CUSTOMERS_REFUSED},
+    "api:stock-detail": {
+        "GET": STAFF_ONLY,
+        "HEAD": STAFF_ONLY,
+        "OPTIONS": STAFF_ONLY,
+        "PATCH": STAFF_ONLY,
+        "other": STAFF_REFUSED,
+    },
+    "api:stock-movements": {"GET": STAFF_ONLY, "HEAD": STAFF_ONLY, "OPTIONS": STAFF_ONLY, "other": STAFF_REFUSED},
+    # Anyone may try to log in (with the owner's credentials here).
+    "api:auth-token": {"POST": each(OK), "OPTIONS": each(OK), "other": each(NOT_ALLOWED)},
+    "api:schema": {"GET": each(OK), "HEAD": each(OK), "OPTIONS": each(OK), "other": each(NOT_ALLOWED)},
+    "api:docs": {"GET": each(OK), "HEAD": each(OK), "other": each(NOT_ALLOWED_HTML)},
+}
+
+
+def api_endpoints() -> dict[str, list[str]]:
+    """Every URL pattern under /api/ in the whole URLconf, as ``namespace:name`` -> its URL arguments."""
+    found = {}
+
+    def walk(patterns, prefix, namespace):
+        for pattern in patterns:
+            route = prefix + str(pattern.pattern)
+            if isinstance(pattern, URLResolver):
+                walk(
+                    pattern.url_patterns, route, f"{namespace}{pattern.namespace}:" if pattern.namespace else namespace
+                )
+            elif isinstance(pattern, URLPattern) and ("/" + route).startswith(API_PREFIX):
+                assert pattern.name, f"/{route} has no name, so it cannot have an expectation"
+                found[namespace + pattern.name] = list(pattern.pattern.converters)
+
+    walk(get_resolver().url_patterns, "", "")
+    return found
+
+
+ENDPOINTS = api_endpoints()
+
+
+def test_every_api_endpoint_has_an_expectation():
+    assert set(ENDPOINTS) == set(EXPECTED)
+
+
+@pytest.fixture(autouse=True)
+def fast_passwords(settings):
+    """Three users per case: the production hasher's deliberate slowness would cost minutes here."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def world(make_product, customer, django_user_model, shop_staff):
+    """One product, one order of the owner's, and a client per caller."""
+    make_product(sku="MUG", stock=50)
+    order = order_place(
+        customer=customer, email="alice@example.com", items=[{"sku": "MUG", "quantity": 1}], idempotency_key="world"
+    )
+    stranger = django_user_model.objects.create_user(username="bob", password="pw-bob-123")
+    clients = {
+        "anonymous": APIClient(),
+        "stranger": client_for(stranger),
+        "owner": client_for(customer),
+        "staff": client_for(shop_staff),
+    }
+    return {"order": order, "clients": clients, "args": {"sku": "MUG", "number": order.number}}
+
+
+BODIES = {
+    "api:order-list": {"items": [{"sku": "MUG", "quantity": 1}]},
+    "api:order-pay": {},
+    "api:stock-detail": {"delta": 1, "reason": "access test"},
+    "api:auth-token": {"username": "alice", "password": "pw-alice-123"},
+}
+_keys = itertools.count()
+
+
+def call(client, method: str, name: str, args: dict):
+    url = reverse(name, kwargs={arg: args[arg] for arg in ENDPOINTS[name]})
+    body = {}
+    if method in {"POST", "PUT", "PATCH"} and name in BODIES:
+        body = {"data": json.dumps(BODIES[name]), "content_type": "application/json"}
+    return client.generic(method, url, HTTP_IDEMPOTENCY_KEY=f"access-{next(_keys)}", **body)
+
+
+def code_of(response) -> str | None:
+    content_type = response.get("Content-Type", "")
+    if not response.content:
+        return None
+    if content_type.startswith("application/json"):
+        return response.json().get("code")
+    if content_type.startswith("application/vnd.oai.openapi"):  # the schema view answers in YAML
+        body = yaml.safe_load(response.content)
+        return body.get("code") if isinstance(body, dict) and "openapi" not in body else None
+    return None
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_caller_gets_exactly_the_expected_answer(world, name, method, role):
+    rows = EXPECTED[name]
+    status, code = rows.get(method, rows["other"])[role]
+    response = call(world["clients"][role], method, name, world["args"])
+    if method == "HEAD":
+        code = None  # no body to carry it
+    assert (response.status_code, code_of(response)) == (status, code), response.content[:300]
+
+
+@pytest.mark.parametrize("name", ["api:order-detail", "api:order-pay", "api:order-cancel"])
+def test_another_customers_order_looks_exactly_like_no_order(world, name):
+    method = "GET" if name == "api:order-detail" else "POST"
+    stranger = world["clients"]["stranger"]
+    theirs = call(stranger, method, name, world["args"])
+    missing = call(stranger, method, name, {**world["args"], "number": "NO-SUCH-ORDER"})
+    assert (theirs.status_code, theirs.json()) == (missing.status_code, missing.json())
+    assert Order.objects.get(pk=world["order"].pk).status == "awaiting_payment"

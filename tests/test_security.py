@@ -1,0 +1,267 @@
+"""Deploy-ready security: production settings, login throttling, and errors that show no internals."""
+
+import logging
+import os
+import secrets
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.test import Client, RequestFactory
+from rest_framework.test import APIClient
+
+from config.api import LoginThrottle
+from tests.conftest import client_for
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# --- Production settings ------------------------------------------------------------------------
+
+
+def run_manage(*args: str, **env: str) -> subprocess.CompletedProcess:
+    """manage.py under config.settings_production, with a production-like environment and nothing else."""
+    environment = {
+        "PATH": os.environ["PATH"],
+        "DJANGO_SETTINGS_MODULE": "config.settings_production",
+        "SECRET_KEY": secrets.token_urlsafe(64),
+        "DATABASE_URL": "mysql://shop:not-a-real-password@db.internal:3306/shop",
+        "REDIS_URL": "redis://redis.internal:6379/0",
+        "ALLOWED_HOSTS": "shop.example.com",
+        **env,
+    }
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_check_deploy_reports_no_issues_with_the_production_settings():
+    result = run_manage("check", "--deploy", "--fail-level", "WARNING")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == "System check identified no issues (0 silenced).", result.stdout + result.stderr
+
+
+def test_check_deploy_passes_behind_a_tls_terminating_proxy():
+    result = run_manage(
+        "check", "--deploy", "--fail-level", "WARNING", SECURE_PROXY_SSL_HEADER="HTTP_X_FORWARDED_PROTO,https"
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_production_settings_are_https_only():
+    code = (
+        "from django.conf import settings as s; "
+        "print(s.SECURE_PROXY_SSL_HEADER, s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS, s.SESSION_COOKIE_SECURE, "
+        "s.CSRF_COOKIE_SECURE, s.X_FRAME_OPTIONS, s.DEBUG, s.ALLOWED_HOSTS)"
+    )
+    result = run_manage("shell", "-c", code, SECURE_PROXY_SSL_HEADER="HTTP_X_FORWARDED_PROTO,https")
+    assert result.returncode == 0, result.stderr
+    expected = "('HTTP_X_FORWARDED_PROTO', 'https') True 31536000 True True DENY False ['shop.example.com']"
+    assert result.stdout.strip().splitlines()[-1] == expected
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"DEBUG": "1"}, "DEBUG is on, which config.settings_production refuses"),
+        ({"ALLOW_SIMULATED_PAYMENT_FAILURE": "1"}, "ALLOW_SIMULATED_PAYMENT_FAILURE is on"),
+        ({"ALLOWED_HOSTS": ""}, "Set ALLOWED_HOSTS"),
+        ({"REDIS_URL": ""}, "config.settings_production needs DATABASE_URL and REDIS_URL"),
+        ({"SECURE_PROXY_SSL_HEADER": "HTTP_X_FORWARDED_PROTO"}, "SECURE_PROXY_SSL_HEADER is HEADER,value"),
+    ],
+    ids=["debug", "simulated-payment-failure", "no-allowed-hosts", "embedded-redis", "bad-proxy-header"],
+)
+def test_the_production_settings_refuse_to_start_when_unsafe(env, message):
+    result = run_manage("check", **env)
+    assert result.returncode != 0
+    assert "django.core.exceptions.ImproperlyConfigured: " + message in result.stderr, result.stderr
+
+
+# --- Login throttling -------------------------------------------------------------------------------
+
+RATE = 3
+
+
+@pytest.fixture(autouse=True)
+def login_rate(settings):
+    settings.LOGIN_THROTTLE_RATE = f"{RATE}/minute"
+
+
+@pytest.fixture
+def bob(django_user_model):
+    return django_user_model.objects.create_user(username="bob", password="pw-bob-123")
+
+
+def token_login(username: str, password: str, ip: str = "10.0.0.1", **headers):
+    return APIClient().post(
+        "/api/auth/token/", {"username": username, "password": password}, format="json", REMOTE_ADDR=ip, **headers
+    )
+
+
+def assert_throttled(response):
+    assert response.status_code == 429
+    assert response.json()["code"] == "throttled"
+    assert set(response.json()) >= {"code", "detail", "fields"}
+    assert 1 <= int(response["Retry-After"]) <= 60
+
+
+def test_the_token_api_refuses_failed_logins_over_the_rate_even_the_right_password(customer):
+    for _ in range(RATE):
+        assert token_login("alice", "wrong").json()["code"] == "invalid_input"
+    assert_throttled(token_login("alice", "wrong"))
+    assert_throttled(token_login("alice", "pw-alice-123"))  # else a guesser would learn when it is right
+
+
+def test_successful_logins_do_not_count(customer):
+    for _ in range(RATE - 1):
+        assert token_login("alice", "wrong").status_code == 400
+    for _ in range(2 * RATE):
+        assert token_login("alice", "pw-alice-123").status_code == 200
+    assert token_login("alice", "wrong").status_code == 400
+    assert_throttled(token_login("alice", "wrong"))
+
+
+def test_one_username_is_throttled_whatever_the_address_and_others_are_not(customer, bob):
+    for n in range(RATE):
+        assert token_login("alice", "wrong", ip=f"10.0.1.{n}").status_code == 400
+    assert_throttled(token_login("alice", "pw-alice-123", ip="10.0.1.99"))
+    assert_throttled(token_login("ALICE", "wrong", ip="10.0.1.98"))  # MySQL matches usernames case-insensitively
+    assert token_login("bob", "pw-bob-123", ip="10.0.1.97").status_code == 200
+
+
+def test_one_address_is_throttled_whatever_the_username_and_others_are_not(customer, bob):
+    for n in range(RATE):
+        assert token_login(f"guess{n}", "wrong", ip="10.0.2.1").status_code == 400
+    assert_throttled(token_login("bob", "pw-bob-123", ip="10.0.2.1"))
+    assert token_login("bob", "pw-bob-123", ip="10.0.2.2").status_code == 200
+
+
+def test_a_forged_x_forwarded_for_does_not_escape_the_address_limit(customer):
+    for n in range(RATE):
+        assert token_login(f"guess{n}", "wrong", HTTP_X_FORWARDED_FOR=f"192.0.2.{n}").status_code == 400
+    assert_throttled(token_login("guess9", "wrong", HTTP_X_FORWARDED_FOR="192.0.2.9"))
+
+
+def test_behind_a_proxy_the_address_it_reports_is_throttled(settings, customer):
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}
+    for n in range(RATE):
+        assert token_login(f"guess{n}", "wrong", ip="10.9.9.9", HTTP_X_FORWARDED_FOR="192.0.2.1").status_code == 400
+    assert_throttled(token_login("guess9", "wrong", ip="10.9.9.9", HTTP_X_FORWARDED_FOR="192.0.2.1"))
+    assert token_login("guess9", "wrong", ip="10.9.9.9", HTTP_X_FORWARDED_FOR="192.0.2.2").status_code == 400
+
+
+@pytest.mark.parametrize("username", ["", "alice"], ids=["address", "address-and-username"])
+def test_parallel_guesses_cannot_pass_one_check_together(username):
+    request = RequestFactory().post("/api/auth/token/", REMOTE_ADDR="10.0.3.1")
+    barrier = threading.Barrier(20)
+    allowed = []
+
+    def guess():
+        barrier.wait()
+        allowed.append(LoginThrottle(request, username=username).attempt())
+
+    threads = [threading.Thread(target=guess) for _ in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if username:
+        # Two counters: an attempt under the limit on one but over it on the other is refused, so a burst
+        # may be admitted fewer than the rate, never more.
+        assert 1 <= allowed.count(True) <= RATE
+    else:
+        assert allowed.count(True) == RATE
+
+
+def web_login(username: str, password: str, ip: str = "10.0.4.1", path: str = "/accounts/login/"):
+    client = Client(REMOTE_ADDR=ip)
+    return client, client.post(path, {"username": username, "password": password})
+
+
+def test_the_login_page_shows_a_429_page_after_too_many_failures(customer, bob):
+    for _ in range(RATE):
+        _, response = web_login("alice", "wrong")
+        assert response.status_code == 200 and "Wrong username or password." in response.content.decode()
+    client, response = web_login("alice", "pw-alice-123")
+    assert response.status_code == 429
+    assert 1 <= int(response["Retry-After"]) <= 60
+    assert "Too many login attempts" in response.content.decode()
+    assert "_auth_user_id" not in client.session  # the right password did not log in while throttled
+    _, response = web_login("bob", "pw-bob-123", ip="10.0.4.2")
+    assert response.status_code == 302
+
+
+def test_the_login_page_and_the_api_share_one_budget(customer):
+    for _ in range(RATE - 1):
+        assert web_login("alice", "wrong")[1].status_code == 200
+    assert token_login("alice", "wrong", ip="10.0.5.1").status_code == 400
+    assert web_login("alice", "wrong", ip="10.0.5.2")[1].status_code == 429
+
+
+def test_the_admin_login_is_throttled_too(shop_staff):
+    for _ in range(RATE):
+        assert web_login("stan", "wrong", path="/admin/login/")[1].status_code == 200
+    client, response = web_login("stan", "pw-stan-123", path="/admin/login/")
+    assert response.status_code == 429
+    assert "_auth_user_id" not in client.session
+    assert web_login("stan", "pw-stan-123", ip="10.0.6.1", path="/admin/login/")[1].status_code == 429
+
+
+# --- Errors show no internals ---------------------------------------------------------------------
+
+
+def failing_sql(*args, **kwargs):
+    """A real database error whose message names a table and the database."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT card_number FROM secret_payments_table")
+
+
+def assert_shows_nothing_inside(body: str):
+    for leak in ("secret_payments_table", "card_number", "SELECT", settings.DATABASES["default"]["NAME"], "Traceback"):
+        assert leak not in body
+
+
+def test_an_unexpected_api_error_is_a_plain_500_in_the_error_shape(monkeypatch, customer, caplog):
+    monkeypatch.setattr("orders.apis.order_list_for_customer", failing_sql)
+    client = client_for(customer)
+    client.raise_request_exception = False
+    with caplog.at_level(logging.ERROR, logger="django.request"):
+        response = client.get("/api/orders/")
+    assert response.status_code == 500
+    assert response["Content-Type"] == "application/json"
+    assert response.json() == {
+        "code": "server_error",
+        "detail": "Something went wrong on our side; it has been logged.",
+        "fields": {},
+    }
+    assert_shows_nothing_inside(response.content.decode())
+    assert "secret_payments_table" in caplog.text  # the operators still see it, in the log
+
+
+def test_an_unexpected_error_in_a_public_api_view_is_json_too(monkeypatch, db):
+    monkeypatch.setattr("shop.apis.product_list_for_catalog", failing_sql)
+    response = Client(raise_request_exception=False).get("/api/products/")
+    assert (response.status_code, response.json()["code"]) == (500, "server_error")
+    assert_shows_nothing_inside(response.content.decode())
+
+
+def test_an_unexpected_page_error_is_a_plain_500_page(monkeypatch, db):
+    monkeypatch.setattr("shop.views.product_list_for_catalog", failing_sql)
+    response = Client(raise_request_exception=False).get("/")
+    assert response.status_code == 500
+    assert response["Content-Type"].startswith("text/html")
+    assert "Something went wrong" in response.content.decode()
+    assert_shows_nothing_inside(response.content.decode())
+
+
+def test_unknown_api_paths_are_json_404s_and_pages_are_html(db):
+    for path in ("/api/nope/", "/api/orders/1/nope/", "/api/nope"):
+        response = Client().get(path)
+        assert response.status_code == 404
+        assert response.json() == {"code": "not_found", "detail": "Not found.", "fields": {}}
+    page = Client().get("/nope/")
+    assert page.status_code == 404 and "There is nothing here." in page.content.decode()
