@@ -265,3 +265,8 @@ def test_unknown_api_paths_are_json_404s_and_pages_are_html(db):
         assert response.json() == {"code": "not_found", "detail": "Not found.", "fields": {}}
     page = Client().get("/nope/")
     assert page.status_code == 404 and "There is nothing here." in page.content.decode()
+
+
+@pytest.mark.django_db
+def test_password_reset_is_not_routed_because_the_shop_sends_no_email(client):
+    assert client.post("/accounts/password_reset/", {"email": "a@example.com"}).status_code == 404
