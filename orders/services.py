@@ -13,7 +13,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import EmailValidator
-from django.db import IntegrityError, OperationalError, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q, Sum
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -57,7 +57,7 @@ Status = Order.Status
 OVERDUE_EXPIRY_LIMIT = 50
 # A batch can fail on another buyer's duplicate key after a lost lock; the buyer then tries on its own.
 PLACE_ATTEMPTS = 3
-DUPLICATE_KEY, DEADLOCK = 1062, 1213  # MySQL/MariaDB error numbers
+DUPLICATE_KEY = 1062  # MySQL/MariaDB error number
 
 
 def _fingerprint(lines) -> str:
@@ -135,8 +135,11 @@ def order_place(*, customer=None, email: str = "", items, idempotency_key: str) 
     )
     for attempt in range(1, PLACE_ATTEMPTS + 1):
         try:
-            outcome = stock_section_combined(
-                skus=[line.sku for line in lines], kind="place", request=request, execute=_orders_place_batch
+            # A deadlock victim (say, with a sweeper) was rolled back whole: nothing happened, try again.
+            outcome = retry_on_deadlock(
+                lambda: stock_section_combined(
+                    skus=[line.sku for line in lines], kind="place", request=request, execute=_orders_place_batch
+                )
             )
             break
         except (IntegrityError, LockTimeout, InsufficientStock) as exc:
@@ -152,11 +155,6 @@ def order_place(*, customer=None, email: str = "", items, idempotency_key: str) 
             if not _is_duplicate_key(exc) or attempt == PLACE_ATTEMPTS:
                 raise
             logger.warning("order placement hit a duplicate key (a lost lock?); trying again: %s", exc)
-        except OperationalError as exc:
-            # A deadlock victim (say, with a sweeper) was rolled back whole: nothing happened, try again.
-            if exc.args[:1] != (DEADLOCK,) or attempt == PLACE_ATTEMPTS:
-                raise
-            logger.warning("order placement was a deadlock victim; trying again")
     if isinstance(outcome, Order):  # a replay
         return outcome
     return from_row(Order, outcome)

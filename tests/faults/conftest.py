@@ -1,7 +1,6 @@
 """Shared by the fault scenarios: each one ends by checking the books."""
 
 import pytest
-from django.conf import settings
 from django.db.models import Sum
 
 from inventory.models import Reservation, StockMovement
@@ -37,7 +36,3 @@ def token(django_user_model):
 
     user = django_user_model.objects.create_user(username="buyer", password="pw-buyer-123")
     return Token.objects.create(user=user).key
-
-
-def lock_keys_prefix() -> str:
-    return settings.CACHES[settings.LOCK_CACHE_ALIAS]["KEY_PREFIX"]
