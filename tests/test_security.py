@@ -170,9 +170,9 @@ def test_parallel_guesses_cannot_pass_one_check_together(username):
     for thread in threads:
         thread.join()
     if username:
-        # Two counters: an attempt under the limit on one but over it on the other is refused, so a burst
-        # may be admitted fewer than the rate, never more.
-        assert 1 <= allowed.count(True) <= RATE
+        # Two counters: an attempt under the limit on one but over it on the other is refused (and gives
+        # both back), so a burst may be admitted fewer than the rate, even none of it, but never more.
+        assert allowed.count(True) <= RATE
     else:
         assert allowed.count(True) == RATE
 
