@@ -21,7 +21,7 @@ from contextlib import contextmanager
 import redis
 from django.conf import settings
 from django.core.cache import caches
-from redis.exceptions import LockNotOwnedError
+from redis.exceptions import LockNotOwnedError, NoScriptError
 from redis.lock import Lock
 
 from inventory.errors import LockTimeout, LockUnavailable
@@ -51,7 +51,7 @@ class QueuedLock(Lock):
     which Redis Cluster forbids). ``bench/lock_wait.py`` measures this against polling.
     """
 
-    lua_acquire = lua_release = lua_abandon = lua_take = None  # registered per class, not inherited from Lock
+    lua_acquire = lua_release = lua_abandon = None  # registered per class, not inherited from Lock
 
     _PRELUDE = """
         local t = redis.call('time')
@@ -72,15 +72,51 @@ class QueuedLock(Lock):
                 end
             end
         end
+        -- The holder takes up to ``limit`` queued requests of ``kind`` out of the queue (in queue order)
+        -- to serve them, marking each waiter served; appends waiter, request, ... to ``taken``.
+        local function take_requests(lock, queue, kind, limit, ttl_ms, taken)
+            local count = 0
+            for _, entry in ipairs(redis.call('lrange', queue, 0, -1)) do
+                if count >= limit then
+                    break
+                end
+                local deadline, waiter = string.match(entry, '^(%d+):(.+)$')
+                local request = lock .. ':req:' .. waiter
+                local payload = tonumber(deadline) >= now and redis.call('get', request)
+                if payload and string.sub(payload, 1, #kind) == kind then
+                    redis.call('lrem', queue, 1, entry)
+                    redis.call('del', request)
+                    redis.call('set', lock .. ':served:' .. waiter, 1, 'PX', ttl_ms)
+                    table.insert(taken, waiter)
+                    table.insert(taken, string.sub(payload, #kind + 1))
+                    count = count + 1
+                end
+            end
+            return taken
+        end
     """
 
     # KEYS: lock, queue. ARGV: token, ttl_ms, wait_ms, our entry ('' before we queue), claim_ms,
-    # request ('' for none: see ``take``). Returns {1, entry} once we hold the lock, {0, entry} while we
-    # wait in the queue, {2, entry} once the holder took our request to serve it.
+    # request (kind + body, '' for none), signal ('1': wake ourselves once we hold the lock, for the
+    # BLPOP that follows in the same round trip), serve (the kind of queued requests to take once we
+    # hold the lock, '' for none), serve_limit. Returns {1, entry, waiter, request, ...} once we hold
+    # the lock (with the requests we took), {0, entry} while we wait in the queue, {2, entry} once
+    # the holder took our request to serve it.
     LUA_ACQUIRE_SCRIPT = (
         _PRELUDE
         + """
         local request = KEYS[1] .. ':req:' .. ARGV[1]
+        local function held(entry)
+            if ARGV[7] == '1' then
+                local wake = KEYS[1] .. ':wake:' .. ARGV[1]
+                redis.call('rpush', wake, 'L')
+                redis.call('pexpire', wake, ARGV[2])
+            end
+            if ARGV[8] == '' then
+                return {1, entry}
+            end
+            return take_requests(KEYS[1], KEYS[2], ARGV[8], tonumber(ARGV[9]), ARGV[2], {1, entry})
+        end
         if ARGV[4] ~= '' and redis.call('exists', KEYS[1] .. ':served:' .. ARGV[1]) == 1 then
             return {2, ARGV[4]}
         end
@@ -93,7 +129,7 @@ class QueuedLock(Lock):
         if holder == ARGV[1] then
             redis.call('pexpire', KEYS[1], ARGV[2])  -- a hand-off claim becomes a full lease
             redis.call('del', request)
-            return {1, ARGV[4]}
+            return held(ARGV[4])
         end
         if not holder then
             if ARGV[4] ~= '' then
@@ -101,7 +137,7 @@ class QueuedLock(Lock):
                 redis.call('del', request)
             end
             redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
-            return {1, ARGV[4]}
+            return held(ARGV[4])
         end
         local entry = ARGV[4]
         if entry == '' then
@@ -156,44 +192,17 @@ class QueuedLock(Lock):
     """
     )
 
-    # KEYS: lock, queue. ARGV: token, kind, limit, ttl_ms. The holder takes up to ``limit`` queued
-    # requests of its ``kind`` out of the queue (in queue order) to serve them; returns waiter, request, ...
-    LUA_TAKE_SCRIPT = (
-        _PRELUDE
-        + """
-        if redis.call('get', KEYS[1]) ~= ARGV[1] then
-            return {}
-        end
-        local taken, kind = {}, ARGV[2]
-        for _, entry in ipairs(redis.call('lrange', KEYS[2], 0, -1)) do
-            if #taken >= 2 * tonumber(ARGV[3]) then
-                break
-            end
-            local deadline, waiter = string.match(entry, '^(%d+):(.+)$')
-            local request = KEYS[1] .. ':req:' .. waiter
-            local payload = tonumber(deadline) >= now and redis.call('get', request)
-            if payload and string.sub(payload, 1, #kind) == kind then
-                redis.call('lrem', KEYS[2], 1, entry)
-                redis.call('del', request)
-                redis.call('set', KEYS[1] .. ':served:' .. waiter, 1, 'PX', ARGV[4])
-                table.insert(taken, waiter)
-                table.insert(taken, string.sub(payload, #kind + 1))
-            end
-        end
-        return taken
-    """
-    )
-
     sku = ""  # for logs and errors
     served = False  # a holder took our request (``acquire`` with a request)
     served_result: bytes | None = None  # and this is its answer (None: it died before answering)
+    taken: list[tuple[bytes, bytes]] = []  # as holder: the queued requests we took, (waiter, body)
+    _answers: dict[bytes, bytes] = {}  # as holder: answers to send with the release
 
     def register_scripts(self) -> None:
         cls = type(self)
         if cls.lua_acquire is None:
             cls.lua_acquire = self.redis.register_script(cls.LUA_ACQUIRE_SCRIPT)
             cls.lua_abandon = self.redis.register_script(cls.LUA_ABANDON_SCRIPT)
-            cls.lua_take = self.redis.register_script(cls.LUA_TAKE_SCRIPT)
         super().register_scripts()
 
     @property
@@ -203,11 +212,23 @@ class QueuedLock(Lock):
     def _ms(self, seconds: float) -> int:
         return max(int(seconds * 1000), 1)
 
-    def acquire(self, sleep=None, blocking=None, blocking_timeout=None, token=None, request: bytes = b"") -> bool:
-        """redis-py's ``acquire``; with a ``request`` (``kind`` + body), the holder may serve it instead.
+    def acquire(
+        self,
+        sleep=None,
+        blocking=None,
+        blocking_timeout=None,
+        token=None,
+        *,
+        kind: bytes = b"",
+        request: bytes = b"",
+        serve: int = 0,
+    ) -> bool:
+        """redis-py's ``acquire``; with a ``request`` of a ``kind``, the holder may serve it instead.
 
         Served means the holder took the request out of the queue and ran it in its own transaction:
         then this returns False with the holder's answer in ``served_result``, and no lock is held.
+        With ``serve`` > 0 we serve in turn: on getting the lock, the same script takes up to ``serve``
+        queued requests of our ``kind`` into ``taken``, and we ``answer`` them before releasing.
         """
         token = token if isinstance(token, bytes) else (token or uuid.uuid4().hex).encode()
         blocking = self.blocking if blocking is None else blocking
@@ -216,22 +237,24 @@ class QueuedLock(Lock):
         poll = sleep or self.sleep
         ttl_ms, claim_ms = self._ms(self.timeout), self._ms(settings.LOCK_HANDOFF_CLAIM_SECONDS)
         wake = f"{self.name}:wake:{token.decode()}"
+        request, kind = (kind + request if request else b""), (kind if serve else b"")
         deadline = time.monotonic() + wait
-        entry, state = b"", 0
+        entry, state, taken = b"", 0, []
         try:
             while True:
-                state, entry = self.lua_acquire(
-                    keys=[self.name, self._queue],
-                    args=[token, ttl_ms, self._ms(wait), entry, claim_ms, request],
-                    client=self.redis,
-                )
                 remaining = deadline - time.monotonic()
-                if state or remaining <= 0:
+                args = [token, ttl_ms, self._ms(wait), entry, claim_ms, request]
+                if remaining <= 0:
+                    state, entry, *taken = self.lua_acquire(
+                        keys=[self.name, self._queue], args=[*args, "", kind, serve], client=self.redis
+                    )
                     break
-                popped = self.redis.blpop([wake], timeout=min(poll, remaining))
+                (state, entry, *taken), popped = self._acquire_and_wait([*args, 1, kind, serve], wake, poll, remaining)
                 if popped and popped[1].startswith(b"R"):
                     self.served, self.served_result = True, popped[1][1:]
                     return False
+                if state == 1 or deadline <= time.monotonic():
+                    break
             if not state and entry:
                 state = self.lua_abandon(
                     keys=[self.name, self._queue], args=[token, entry, ttl_ms, 1, claim_ms], client=self.redis
@@ -253,7 +276,34 @@ class QueuedLock(Lock):
                 self.redis.delete(wake, f"{self.name}:req:{token.decode()}")
         if state == 1:
             self.local.token = token
+            self.taken = list(zip(taken[::2], taken[1::2], strict=True))
         return state == 1
+
+    def _acquire_and_wait(self, args: list, wake: str, poll: float, remaining: float) -> tuple[list, tuple | None]:
+        """The acquire script, then BLPOP on our wake-up list, in one round trip.
+
+        A waiter thus wakes once per hand-off or answer instead of twice, which on a busy host is
+        most of its cost. Holding the lock already, the script signals us and BLPOP returns at once.
+        """
+        return self._script_then(self.lua_acquire, args, [("BLPOP", wake, max(min(poll, remaining), 0.001))])
+
+    def _script_then(self, script, args: list, commands: list[tuple]) -> list:
+        """``script`` on (lock, queue) and then ``commands``, in one pipeline: the script's result, then theirs.
+
+        The script goes by its SHA: redis-py would check that it exists before every pipeline. If a
+        Redis restart lost it, it is loaded and run again on its own (the commands have run).
+        """
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.evalsha(script.sha, 2, self.name, self._queue, *args)
+        for command in commands:
+            pipe.execute_command(*command)
+        scripted, *results = pipe.execute(raise_on_error=False)
+        if isinstance(scripted, NoScriptError):
+            scripted = script(keys=[self.name, self._queue], args=args, client=self.redis)
+        for result in (scripted, *results):
+            if isinstance(result, Exception):
+                raise result
+        return [scripted, *results]
 
     def _await_answer(self, wake: str) -> bytes | None:
         """The holder took our request: its answer comes after its commit, within its lock TTL."""
@@ -264,37 +314,29 @@ class QueuedLock(Lock):
                 return popped[1][1:]
         return None
 
-    def take(self, kind: bytes, limit: int) -> list[tuple[bytes, bytes]]:
-        """As holder: take up to ``limit`` queued requests of ``kind``, as (waiter, body) pairs."""
-        args = [self.local.token, kind, limit, self._ms(self.timeout)]
-        try:
-            flat = self.lua_take(keys=[self.name, self._queue], args=args, client=self.redis)
-        except redis.RedisError as exc:
-            logger.error("lock service unreachable while taking queued requests on %s: %s", self.sku, exc)
-            raise LockUnavailable(skus=[self.sku]) from exc
-        return list(zip(flat[::2], flat[1::2], strict=True))
-
     def answer(self, answers: dict[bytes, bytes]) -> None:
-        """As holder, after the commit: wake each served waiter with its answer.
+        """As holder, after the commit: the answers for the ``taken`` waiters, sent with the release."""
+        self._answers = answers
+
+    def do_release(self, expected_token) -> None:
+        """Release (hand over) the lock and wake each served waiter with its answer, in one round trip.
 
         If Redis fails now, the waiters' own wait fails too (or times out): they retry with their
         Idempotency-Key and find the order committed here. The holder's own outcome stands.
         """
-        if not answers:
-            return
-        pipe = self.redis.pipeline(transaction=False)
+        answers, self._answers = self._answers, {}
+        wakes = []
         for waiter, body in answers.items():
             wake = f"{self.name}:wake:{waiter.decode()}"
-            pipe.rpush(wake, b"R" + body)
-            pipe.pexpire(wake, self._ms(self.timeout))
-        try:
-            pipe.execute()
-        except redis.RedisError as exc:
-            logger.error("could not answer %d served request(s) on %s: %s", len(answers), self.sku, exc)
-
-    def do_release(self, expected_token) -> None:
+            wakes += [("RPUSH", wake, b"R" + body), ("PEXPIRE", wake, self._ms(self.timeout))]
         claim_ms = self._ms(settings.LOCK_HANDOFF_CLAIM_SECONDS)
-        if not self.lua_release(keys=[self.name, self._queue], args=[expected_token, claim_ms], client=self.redis):
+        try:
+            released, *_ = self._script_then(self.lua_release, [expected_token, claim_ms], wakes)
+        except redis.RedisError:
+            if answers:
+                logger.error("could not answer %d served request(s) on %s", len(answers), self.sku)
+            raise
+        if not released:
             raise LockNotOwnedError("Cannot release a lock that's no longer owned", lock_name=self.name)
 
 
@@ -344,7 +386,7 @@ def _refuse_nested() -> None:
         raise RuntimeError(f"Already holding {sorted(held_skus())}: lock every SKU at once, in one call")
 
 
-def _acquire(sku: str, *, wait: float, request: bytes = b"") -> tuple[QueuedLock, bool]:
+def _acquire(sku: str, *, wait: float, kind: bytes = b"", request: bytes = b"") -> tuple[QueuedLock, bool]:
     """One SKU's lock and whether we got it; an unreachable Redis is ``lock_unavailable``."""
     client = caches[settings.LOCK_CACHE_ALIAS].client
     try:
@@ -355,7 +397,8 @@ def _acquire(sku: str, *, wait: float, request: bytes = b"") -> tuple[QueuedLock
             lock_class=QueuedLock,
         )
         lock.sku = sku
-        return lock, lock.acquire(blocking_timeout=wait, request=request)
+        serve = settings.STOCK_BATCH_MAX - 1 if kind else 0
+        return lock, lock.acquire(blocking_timeout=wait, kind=kind, request=request, serve=serve)
     except redis.RedisError as exc:
         logger.error("lock service unreachable while locking %s: %s", sku, exc)
         raise LockUnavailable(skus=[sku]) from exc
@@ -365,15 +408,17 @@ def _acquire(sku: str, *, wait: float, request: bytes = b"") -> tuple[QueuedLock
 def sku_lock_serving(sku: str, *, kind: str, body: bytes, wait: float | None = None):
     """Hold one SKU's lock, or have its holder serve our request: group commit for a hot SKU.
 
-    A waiter leaves ``body`` with its place in the queue. The holder ``take``s the queued requests
-    of its ``kind``, carries them out in its own transaction and ``answer``s each after the commit,
-    so one lock hold and one commit serve a whole queue of buyers. Yields ``(lock, None)`` to the
-    holder and ``(None, answer)`` to a served waiter, which holds nothing; ``answer`` is None if the
-    holder died between taking the request and answering (the outcome is then unknown).
+    A waiter leaves ``body`` with its place in the queue. The holder gets the lock with the queued
+    requests of its ``kind`` in ``lock.taken`` (up to STOCK_BATCH_MAX - 1), carries them out in its
+    own transaction and ``answer``s each after the commit, so one lock hold and one commit serve a
+    whole queue of buyers. Yields ``(lock, None)`` to the holder and ``(None, answer)`` to a served
+    waiter, which holds nothing; ``answer`` is None if the holder died between taking the request
+    and answering (the outcome is then unknown).
     """
     _refuse_nested()
     started = time.monotonic()
-    lock, got = _acquire(sku, wait=settings.LOCK_WAIT_SECONDS if wait is None else wait, request=kind.encode() + body)
+    wait = settings.LOCK_WAIT_SECONDS if wait is None else wait
+    lock, got = _acquire(sku, wait=wait, kind=kind.encode(), request=body)
     waited = time.monotonic() - started
     if waited >= settings.LOCK_WAIT_LOG_SECONDS:
         logger.info("lock wait: %s took %.3fs to %s", sku, waited, "be served" if lock.served else "acquire")

@@ -24,14 +24,14 @@ PLACED, REFUSED = 0, 3
 
 
 def _buy_and_freeze_after_reading_the_stock(sku):
-    read = inventory.services._stocks_by_product
+    read = inventory.services._stock_counts
 
     def read_then_freeze(product_ids):
         stocks = read(product_ids)  # we see the last unit available...
         os.kill(os.getpid(), signal.SIGSTOP)  # ...and stall, holding the lock, until SIGCONT
         return stocks
 
-    inventory.services._stocks_by_product = read_then_freeze
+    inventory.services._stock_counts = read_then_freeze
     try:
         order_place(email="stale@example.com", items=[{"sku": sku, "quantity": 1}], idempotency_key="stale")
     except InsufficientStock:

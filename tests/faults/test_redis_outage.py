@@ -51,14 +51,14 @@ def test_orders_get_a_503_while_redis_is_down_and_go_through_again_once_it_is_ba
 
 def _slow_reads(seconds):
     """Hold every stock section a little longer after it reads the stock: a wider window for lost locks."""
-    read = inventory.services._stocks_by_product
+    read = inventory.services._stock_counts
 
     def read_slowly(product_ids):
         stocks = read(product_ids)
         time.sleep(seconds)
         return stocks
 
-    inventory.services._stocks_by_product = read_slowly
+    inventory.services._stock_counts = read_slowly
 
 
 def _buyer(deadline):

@@ -117,7 +117,7 @@ def test_the_lock_is_still_held_when_the_transaction_commits(make_product, monke
 
 def _reserve_with_a_stall(stall_seconds):
     """Read the stock under the lock, then stall past the lock's TTL before the guarded UPDATE."""
-    read_stocks = inventory.services._stocks_by_product
+    read_stocks = inventory.services._stock_counts
 
     def slow_read(product_ids):
         stocks = read_stocks(product_ids)
@@ -125,7 +125,7 @@ def _reserve_with_a_stall(stall_seconds):
         time.sleep(stall_seconds)
         return stocks
 
-    inventory.services._stocks_by_product = slow_read
+    inventory.services._stock_counts = slow_read
     records = []
     handler = logging.Handler()
     handler.emit = records.append
