@@ -16,6 +16,7 @@ import queue
 import random
 import statistics
 import subprocess
+import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
@@ -376,12 +377,14 @@ def _client(design, workload, seed, barrier, duration, max_refusals, out, warmup
         except Exception:  # counted in the timed phase, not here
             _rollback_if_broken()
     barrier.wait()
-    cpu = sum(os.times()[:2])
+    cpu = None
     start = time.monotonic() + warmup  # what happens before start is not counted: processes settle in
     while time.monotonic() - start < duration and refusals < max_refusals:
         picked = workload.pick(rng)
         began = time.monotonic()
         counted = began >= start
+        if counted and cpu is None:
+            cpu = sum(os.times()[:2])
         try:
             design.buy(picked)
             sold += counted
@@ -394,7 +397,7 @@ def _client(design, workload, seed, barrier, duration, max_refusals, out, warmup
             _rollback_if_broken()
         if counted:
             latencies.append(time.monotonic() - began)
-    out.put((start, time.monotonic(), latencies, sold, errors, sum(os.times()[:2]) - cpu))
+    out.put((start, time.monotonic(), latencies, sold, errors, sum(os.times()[:2]) - (cpu or 0)))
     connections.close_all()
 
 
@@ -407,14 +410,20 @@ def _race(design, workload, workers, duration, max_refusals, warmup=0.0):
     """Run the clients; those still stuck a minute after the phase (a design that deadlocks) are killed."""
     ctx = multiprocessing.get_context("fork")
     connections.close_all()
-    barrier, out = ctx.Barrier(workers), ctx.Queue()
+    barrier, out = ctx.Barrier(workers + 1), ctx.Queue()  # and us: we time the servers' CPU
     procs = [
         ctx.Process(target=_client, args=(design, workload, seed, barrier, duration, max_refusals, out, warmup))
         for seed in range(workers)
     ]
     for proc in procs:
         proc.start()
-    deadline = time.monotonic() + warmup + duration + 60
+    try:
+        barrier.wait(timeout=60)
+    except threading.BrokenBarrierError:
+        pass  # a client hung in its first purchase (a design that deadlocks): the rest time out below
+    time.sleep(warmup)
+    servers_at_start = server_cpu()
+    deadline = time.monotonic() + duration + 60
     results = []
     for _ in procs:
         try:
@@ -425,7 +434,7 @@ def _race(design, workload, workers, duration, max_refusals, warmup=0.0):
         if proc.is_alive():
             proc.kill()
         proc.join()
-    return results, workers - len(results)
+    return results, workers - len(results), servers_at_start
 
 
 SERVERS = {"mariadb": "mariadbd", "redis": "redis-server"}
@@ -450,8 +459,7 @@ def run_cell(design_class, workload: Workload, workers: int, duration: float) ->
     cell = Cell(workload.name, design.name, design.ours, workers)
 
     design.prepare(workload, workload.skus, AMPLE)
-    servers_before = server_cpu()
-    results, stuck = _race(design, workload, workers, duration, max_refusals=10**9, warmup=WARMUP)
+    results, stuck, servers_before = _race(design, workload, workers, duration, max_refusals=10**9, warmup=WARMUP)
     latencies = sorted(lat for _, _, lats, *_ in results for lat in lats)
     cell.ops = sum(sold for _, _, _, sold, *_ in results)
     cell.elapsed = max(end for _, end, *_ in results) - min(start for start, *_ in results) if results else 0.0
@@ -469,7 +477,7 @@ def run_cell(design_class, workload: Workload, workers: int, duration: float) ->
     # The sell-out race: small stock, everyone buys until refused a few times (or time is up).
     design.prepare(workload, workload.sellout_skus, workload.sellout_stock)
     sellout = Workload(workload.name, workload.title, workload.sellout_skus, workload.lines, workload.sellout_skus, 0)
-    _, stuck = _race(design, sellout, workers, duration, max_refusals=5)
+    _, stuck, _ = _race(design, sellout, workers, duration, max_refusals=5)
     if stuck:
         cell.errors["stuck in sell-out, killed"] += stuck
     cell.oversold = sum(max(0, sold - workload.sellout_stock) for sold in design.sold_by_row().values())
