@@ -8,35 +8,11 @@ import uuid
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from pyinstrument import Profiler
-from redis.client import Pipeline, Redis
 
+from bench.redis_wire import redis_round_trips
 from bench.reserve import shop_rows
 from inventory.services import stock_reserve
 from orders.services import order_place
-
-
-class _RedisRoundTrips:
-    """Record the Redis round trips made while active: a command, or a pipeline as its commands joined by '+'."""
-
-    def __enter__(self):
-        self.commands = []
-        self._originals = Redis.execute_command, Pipeline.execute
-        original_command, original_pipeline = self._originals
-        commands = self.commands
-
-        def counting(client, *args, **options):
-            commands.append(args[0])
-            return original_command(client, *args, **options)
-
-        def counting_pipeline(pipe, *args, **options):
-            commands.append("+".join(str(command[0]) for command, _ in pipe.command_stack))
-            return original_pipeline(pipe, *args, **options)
-
-        Redis.execute_command, Pipeline.execute = counting, counting_pipeline
-        return self
-
-    def __exit__(self, *exc):
-        Redis.execute_command, Pipeline.execute = self._originals
 
 
 def _place(skus):
@@ -53,16 +29,16 @@ def round_trips() -> list[list]:
     for count in (1, 3):
         skus = [product.sku for product in shop_rows(count, 1000)]
         _place(skus)  # warm: scripts loaded, connections open
-        with CaptureQueriesContext(connection) as queries, _RedisRoundTrips() as redis:
+        with CaptureQueriesContext(connection) as queries, redis_round_trips() as redis:
             _place(skus)
-        rows.append([f"order_place, {count} SKU{'s' if count > 1 else ''}", len(queries), _trips(redis.commands)])
+        rows.append([f"order_place, {count} SKU{'s' if count > 1 else ''}", len(queries), _trips(redis)])
     product = shop_rows(1, 1000)[0]
     _place([product.sku])
     order = product.reservations.get().order_line.order
     order = type(order).objects.prefetch_related("lines__product").get(pk=order.pk)
-    with CaptureQueriesContext(connection) as queries, _RedisRoundTrips() as redis:
+    with CaptureQueriesContext(connection) as queries, redis_round_trips() as redis:
         stock_reserve(order=order, expires_at=order.expires_at)
-    rows.append(["stock_reserve, 1 SKU, lines prefetched", len(queries), _trips(redis.commands)])
+    rows.append(["stock_reserve, 1 SKU, lines prefetched", len(queries), _trips(redis)])
     rows.append(["a batch of N queued one-SKU orders (holder)", "same as one order", "same: answers go with release"])
     return rows
 

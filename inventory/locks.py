@@ -47,8 +47,10 @@ class QueuedLock(Lock):
     in the queue therefore costs at most one claim, never a full TTL; one that gave up or was
     interrupted leaves the queue (and passes the lock on if it was handed over meanwhile). Deadlines
     are in Redis server time, so no client clock is trusted. The poll remains only as a fallback for
-    a lock that expired unreleased. Needs a single Redis (the scripts derive the wake-up key names,
-    which Redis Cluster forbids). ``bench/lock_wait.py`` measures this against polling.
+    a lock that expired unreleased. The first try skips the script's reply (the wake-up message says
+    what it did), so a queued buyer wakes once, for its hand-off or its answer. Needs a single Redis
+    (the scripts derive the wake-up key names, which Redis Cluster forbids). ``bench/lock_wait.py``
+    measures this against polling.
     """
 
     lua_acquire = lua_release = lua_abandon = None  # registered per class, not inherited from Lock
@@ -66,11 +68,15 @@ class QueuedLock(Lock):
                 if tonumber(deadline) >= now then
                     redis.call('set', lock, waiter, 'PX', claim_ms)
                     local wake = lock .. ':wake:' .. waiter
-                    redis.call('rpush', wake, 1)
+                    redis.call('rpush', wake, 'H' .. entry)
                     redis.call('pexpire', wake, claim_ms)
                     return true
                 end
             end
+        end
+        -- The entry a waiter queued with, for a caller that skipped the reply telling it ('' if none).
+        local function entry_of(lock, token)
+            return redis.call('get', lock .. ':entry:' .. token) or ''
         end
         -- The holder takes up to ``limit`` queued requests of ``kind`` out of the queue (in queue order)
         -- to serve them, marking each waiter served; appends waiter, request, ... to ``taken``.
@@ -96,53 +102,64 @@ class QueuedLock(Lock):
         end
     """
 
-    # KEYS: lock, queue. ARGV: token, ttl_ms, wait_ms, our entry ('' before we queue), claim_ms,
-    # request (kind + body, '' for none), signal ('1': wake ourselves once we hold the lock, for the
-    # BLPOP that follows in the same round trip), serve (the kind of queued requests to take once we
-    # hold the lock, '' for none), serve_limit. Returns {1, entry, waiter, request, ...} once we hold
-    # the lock (with the requests we took), {0, entry} while we wait in the queue, {2, entry} once
-    # the holder took our request to serve it.
+    # KEYS: lock, queue. ARGV: token, ttl_ms, wait_ms, our entry ('' before we queue, '?' if we may
+    # have queued but skipped the reply saying so), claim_ms, request (kind + body, '' for none),
+    # signal ('1': wake ourselves once we hold the lock, for the BLPOP that follows in the same round
+    # trip, with 'L' and the result's entry and taken requests packed), serve (the kind of queued
+    # requests to take once we hold the lock, '' for none), serve_limit. Returns {1, entry, waiter,
+    # request, ...} once we hold the lock (with the requests we took), {0, entry} while we wait in the
+    # queue, {2, entry} once the holder took our request to serve it.
     LUA_ACQUIRE_SCRIPT = (
         _PRELUDE
         + """
         local request = KEYS[1] .. ':req:' .. ARGV[1]
         local function held(entry)
+            local result = {1, entry}
+            if ARGV[8] ~= '' then
+                take_requests(KEYS[1], KEYS[2], ARGV[8], tonumber(ARGV[9]), ARGV[2], result)
+            end
             if ARGV[7] == '1' then
+                local packed = {}
+                for i = 2, #result do
+                    packed[#packed + 1] = #result[i] .. ':' .. result[i]
+                end
                 local wake = KEYS[1] .. ':wake:' .. ARGV[1]
-                redis.call('rpush', wake, 'L')
+                redis.call('rpush', wake, 'L' .. table.concat(packed))
                 redis.call('pexpire', wake, ARGV[2])
             end
-            if ARGV[8] == '' then
-                return {1, entry}
-            end
-            return take_requests(KEYS[1], KEYS[2], ARGV[8], tonumber(ARGV[9]), ARGV[2], {1, entry})
+            return result
         end
         if ARGV[4] ~= '' and redis.call('exists', KEYS[1] .. ':served:' .. ARGV[1]) == 1 then
             return {2, ARGV[4]}
         end
+        local mine = ARGV[4]
+        if mine == '?' then
+            mine = entry_of(KEYS[1], ARGV[1])
+        end
         local holder = redis.call('get', KEYS[1])
         local head = redis.call('lindex', KEYS[2], 0)
-        if not holder and head and head ~= ARGV[4] then
+        if not holder and head and head ~= mine then
             hand_over(KEYS[1], KEYS[2], ARGV[5])  -- free, with waiters ahead of us: theirs first
             holder = redis.call('get', KEYS[1])
         end
         if holder == ARGV[1] then
             redis.call('pexpire', KEYS[1], ARGV[2])  -- a hand-off claim becomes a full lease
             redis.call('del', request)
-            return held(ARGV[4])
+            return held(mine)
         end
         if not holder then
-            if ARGV[4] ~= '' then
-                redis.call('lrem', KEYS[2], 1, ARGV[4])
+            if mine ~= '' then
+                redis.call('lrem', KEYS[2], 1, mine)
                 redis.call('del', request)
             end
             redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
-            return held(ARGV[4])
+            return held(mine)
         end
-        local entry = ARGV[4]
+        local entry = mine
         if entry == '' then
             entry = (now + tonumber(ARGV[3])) .. ':' .. ARGV[1]
             redis.call('rpush', KEYS[2], entry)
+            redis.call('set', KEYS[1] .. ':entry:' .. ARGV[1], entry, 'PX', tonumber(ARGV[3]) + tonumber(ARGV[2]))
             if ARGV[6] ~= '' then
                 redis.call('set', request, ARGV[6], 'PX', tonumber(ARGV[3]) + tonumber(ARGV[2]))
             end
@@ -168,8 +185,8 @@ class QueuedLock(Lock):
     """
     )
 
-    # KEYS: lock, queue. ARGV: token, entry, ttl_ms, keep (1: keep a lock handed to us), claim_ms.
-    # Leaves the queue; returns 1 if we hold the lock after all, 2 if the holder took our request.
+    # KEYS: lock, queue. ARGV: token, entry ('?': find it), ttl_ms, keep (1: keep a lock handed to us),
+    # claim_ms. Leaves the queue; returns 1 if we hold the lock after all, 2 if the holder took our request.
     LUA_ABANDON_SCRIPT = (
         _PRELUDE
         + """
@@ -177,7 +194,11 @@ class QueuedLock(Lock):
             return 2
         end
         redis.call('del', KEYS[1] .. ':req:' .. ARGV[1])
-        redis.call('lrem', KEYS[2], 1, ARGV[2])
+        local entry = ARGV[2]
+        if entry == '?' then
+            entry = entry_of(KEYS[1], ARGV[1])
+        end
+        redis.call('lrem', KEYS[2], 1, entry)
         if redis.call('get', KEYS[1]) ~= ARGV[1] then
             return 0
         end
@@ -197,6 +218,7 @@ class QueuedLock(Lock):
     served_result: bytes | None = None  # and this is its answer (None: it died before answering)
     taken: list[tuple[bytes, bytes]] = []  # as holder: the queued requests we took, (waiter, body)
     _answers: dict[bytes, bytes] = {}  # as holder: answers to send with the release
+    acquire_script_loaded = False  # in Redis's script cache, as far as this process knows
 
     def register_scripts(self) -> None:
         cls = type(self)
@@ -240,18 +262,27 @@ class QueuedLock(Lock):
         request, kind = (kind + request if request else b""), (kind if serve else b"")
         deadline = time.monotonic() + wait
         entry, state, taken = b"", 0, []
+        quiet = True  # the first try skips the script's reply: its wake-up message tells the outcome
         try:
             while True:
                 remaining = deadline - time.monotonic()
-                args = [token, ttl_ms, self._ms(wait), entry, claim_ms, request]
+                args = [token, ttl_ms, self._ms(wait), entry, claim_ms, request, 1, kind, serve]
                 if remaining <= 0:
-                    state, entry, *taken = self.lua_acquire(
-                        keys=[self.name, self._queue], args=[*args, "", kind, serve], client=self.redis
-                    )
+                    args[6] = ""  # no wake-up: nobody waits for it
+                    state, entry, *taken = self.lua_acquire(keys=[self.name, self._queue], args=args, client=self.redis)
                     break
-                (state, entry, *taken), popped = self._acquire_and_wait([*args, 1, kind, serve], wake, poll, remaining)
-                if popped and popped[1].startswith(b"R"):
-                    self.served, self.served_result = True, popped[1][1:]
+                timeout = max(min(poll, remaining), 0.001)
+                if quiet:
+                    quiet, entry = False, b"?"  # queued, as far as we know, until a wake-up says otherwise
+                    message = self._acquire_quietly_and_wait(args, wake, timeout)
+                    if message.startswith(b"L"):
+                        state, (entry, *taken) = 1, _unpack(message[1:])
+                    elif message.startswith(b"H"):
+                        entry = message[1:]
+                else:
+                    (state, entry, *taken), message = self._acquire_and_wait(args, wake, timeout)
+                if message.startswith(b"R"):
+                    self.served, self.served_result = True, message[1:]
                     return False
                 if state == 1 or deadline <= time.monotonic():
                     break
@@ -279,13 +310,45 @@ class QueuedLock(Lock):
             self.taken = list(zip(taken[::2], taken[1::2], strict=True))
         return state == 1
 
-    def _acquire_and_wait(self, args: list, wake: str, poll: float, remaining: float) -> tuple[list, tuple | None]:
-        """The acquire script, then BLPOP on our wake-up list, in one round trip.
+    def _acquire_and_wait(self, args: list, wake: str, timeout: float) -> tuple[list, bytes]:
+        """The acquire script, then BLPOP on our wake-up list, in one round trip: its result and our message.
 
-        A waiter thus wakes once per hand-off or answer instead of twice, which on a busy host is
-        most of its cost. Holding the lock already, the script signals us and BLPOP returns at once.
+        Holding the lock already, the script signals us and BLPOP returns at once.
         """
-        return self._script_then(self.lua_acquire, args, [("BLPOP", wake, max(min(poll, remaining), 0.001))])
+        result, popped = self._script_then(self.lua_acquire, args, [("BLPOP", wake, timeout)])
+        return result, popped[1] if popped else b""
+
+    def _acquire_quietly_and_wait(self, args: list, wake: str, timeout: float) -> bytes:
+        """The acquire script with its reply skipped, then BLPOP: our wake-up message (b"" on timeout).
+
+        A buyer queued behind a holder thus wakes once, for its hand-off or its answer, instead of
+        first for the script's reply: on a busy host each wake-up costs more CPU than Redis spends
+        on the whole call. The message says what the script did ('L': we hold the lock, 'H': handed
+        over to us, 'R': served). A skipped reply hides errors too: a script lost with a Redis
+        restart shows as a timeout here, and the next try, with replies, loads it again.
+        """
+        if not QueuedLock.acquire_script_loaded:
+            self.redis.script_load(self.LUA_ACQUIRE_SCRIPT)
+            QueuedLock.acquire_script_loaded = True
+        pool = self.redis.connection_pool
+        connection = pool.get_connection()
+        try:
+            connection.send_packed_command(
+                connection.pack_commands(
+                    [
+                        ("CLIENT", "REPLY", "SKIP"),
+                        ("EVALSHA", self.lua_acquire.sha, 2, self.name, self._queue, *args),
+                        ("BLPOP", wake, timeout),
+                    ]
+                )
+            )
+            popped = self.redis.parse_response(connection, "BLPOP")
+        except BaseException:
+            connection.disconnect()  # a reply may be left unread on it
+            raise
+        finally:
+            pool.release(connection)
+        return popped[1] if popped else b""
 
     def _script_then(self, script, args: list, commands: list[tuple]) -> list:
         """``script`` on (lock, queue) and then ``commands``, in one pipeline: the script's result, then theirs.
@@ -338,6 +401,17 @@ class QueuedLock(Lock):
             raise
         if not released:
             raise LockNotOwnedError("Cannot release a lock that's no longer owned", lock_name=self.name)
+
+
+def _unpack(packed: bytes) -> list[bytes]:
+    """The fields of a wake-up message, each packed as ``<length>:<bytes>`` (binary safe)."""
+    fields, at = [], 0
+    while at < len(packed):
+        colon = packed.index(b":", at)
+        end = colon + 1 + int(packed[at:colon])
+        fields.append(packed[colon + 1 : end])
+        at = end
+    return fields
 
 
 def held_skus() -> frozenset[str]:
@@ -400,6 +474,7 @@ def _acquire(sku: str, *, wait: float, kind: bytes = b"", request: bytes = b"") 
         serve = settings.STOCK_BATCH_MAX - 1 if kind else 0
         return lock, lock.acquire(blocking_timeout=wait, kind=kind, request=request, serve=serve)
     except redis.RedisError as exc:
+        QueuedLock.acquire_script_loaded = False  # a restarted Redis has lost it
         logger.error("lock service unreachable while locking %s: %s", sku, exc)
         raise LockUnavailable(skus=[sku]) from exc
 

@@ -3,8 +3,8 @@
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from redis.client import Pipeline, Redis
 
+from bench.redis_wire import redis_round_trips
 from inventory.services import stock_reserve
 from orders.models import Order
 from orders.services import order_place
@@ -14,22 +14,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def redis_commands(monkeypatch):
-    """Redis round trips: a command, or a pipeline as its commands joined by '+'."""
-    commands = []
-    original, original_pipeline = Redis.execute_command, Pipeline.execute
-
-    def counting(self, *args, **options):
-        commands.append(args[0])
-        return original(self, *args, **options)
-
-    def counting_pipeline(self, *args, **options):
-        commands.append("+".join(str(command[0]) for command, _ in self.command_stack))
-        return original_pipeline(self, *args, **options)
-
-    monkeypatch.setattr(Redis, "execute_command", counting)
-    monkeypatch.setattr(Pipeline, "execute", counting_pipeline)
-    return commands
+def redis_commands():
+    """Redis round trips: a command, or the commands sent together in one write joined by '+'."""
+    with redis_round_trips() as sent:
+        yield sent
 
 
 @pytest.mark.parametrize("skus", [1, 3])
@@ -47,8 +35,9 @@ def test_placing_an_order_costs_a_fixed_number_of_queries_and_redis_commands(mak
     # ledger rows; COMMIT. A batch of queued one-SKU orders costs the same statements (bulk INSERTs).
     assert len(queries) == 9 + skus, [q["sql"][:60] for q in queries]
     # Per SKU lock, two round trips: the acquire script (which also takes the orders queued behind a
-    # one-SKU order) with the wait for the lock, and the release script (with the queued orders' answers).
-    assert redis_commands == ["EVALSHA+BLPOP"] * skus + ["EVALSHA"] * skus
+    # one-SKU order; its reply skipped) with the wait for the lock, and the release script (with the
+    # queued orders' answers).
+    assert redis_commands == ["CLIENT+EVALSHA+BLPOP"] * skus + ["EVALSHA"] * skus
 
 
 def test_reserving_an_order_with_its_lines_at_hand_costs_six_queries_and_two_redis_round_trips(
@@ -64,5 +53,5 @@ def test_reserving_an_order_with_its_lines_at_hand_costs_six_queries_and_two_red
 
     # BEGIN; stocks; the guarded UPDATE; reservations; ledger rows; COMMIT.
     assert len(queries) == 6, [q["sql"][:60] for q in queries]
-    assert redis_commands == ["EVALSHA+BLPOP", "EVALSHA"]  # acquire (and take the queued), release
+    assert redis_commands == ["CLIENT+EVALSHA+BLPOP", "EVALSHA"]  # acquire (and take the queued), release
     assert [r.quantity for r in reservations] == [1] and reservations[0].pk is not None
