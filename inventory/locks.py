@@ -171,17 +171,25 @@ class QueuedLock(Lock):
     """
     )
 
-    # KEYS: lock, queue. ARGV: token, claim_ms. Returns 0 if the lock is no longer ours.
+    # KEYS: lock, queue. ARGV: token, claim_ms, ttl_ms, then waiter, answer, ... for the served waiters.
+    # Hands the lock over, then wakes each served waiter with its answer (even if the lock is no
+    # longer ours: we committed their orders). Returns 0 if the lock was no longer ours.
     LUA_RELEASE_SCRIPT = (
         _PRELUDE
         + """
-        if redis.call('get', KEYS[1]) ~= ARGV[1] then
-            return 0
+        local released = 0
+        if redis.call('get', KEYS[1]) == ARGV[1] then
+            if not hand_over(KEYS[1], KEYS[2], ARGV[2]) then
+                redis.call('del', KEYS[1])
+            end
+            released = 1
         end
-        if not hand_over(KEYS[1], KEYS[2], ARGV[2]) then
-            redis.call('del', KEYS[1])
+        for i = 4, #ARGV, 2 do
+            local wake = KEYS[1] .. ':wake:' .. ARGV[i]
+            redis.call('rpush', wake, 'R' .. ARGV[i + 1])
+            redis.call('pexpire', wake, ARGV[3])
         end
-        return 1
+        return released
     """
     )
 
@@ -382,19 +390,17 @@ class QueuedLock(Lock):
         self._answers = answers
 
     def do_release(self, expected_token) -> None:
-        """Release (hand over) the lock and wake each served waiter with its answer, in one round trip.
+        """Release (hand over) the lock and wake each served waiter with its answer, in one script call.
 
+        One command however large the batch: the holder's release is on every queued buyer's path.
         If Redis fails now, the waiters' own wait fails too (or times out): they retry with their
         Idempotency-Key and find the order committed here. The holder's own outcome stands.
         """
         answers, self._answers = self._answers, {}
-        wakes = []
-        for waiter, body in answers.items():
-            wake = f"{self.name}:wake:{waiter.decode()}"
-            wakes += [("RPUSH", wake, b"R" + body), ("PEXPIRE", wake, self._ms(self.timeout))]
         claim_ms = self._ms(settings.LOCK_HANDOFF_CLAIM_SECONDS)
+        args = [expected_token, claim_ms, self._ms(self.timeout), *(part for pair in answers.items() for part in pair)]
         try:
-            released, *_ = self._script_then(self.lua_release, [expected_token, claim_ms], wakes)
+            released = self.lua_release(keys=[self.name, self._queue], args=args, client=self.redis)
         except redis.RedisError:
             if answers:
                 logger.error("could not answer %d served request(s) on %s", len(answers), self.sku)
