@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.cache import caches
 from django.test import override_settings
 
+from bench.redis_wire import redis_round_trips
 from inventory import locks
 from inventory.errors import LockTimeout, LockUnavailable
 from tests.race import run_parallel, run_process
@@ -248,3 +249,22 @@ def test_wait_forever_is_accepted():
     lock = client.get_client().lock(client.make_key("free"), timeout=5, lock_class=locks.QueuedLock)
     assert lock.acquire(blocking_timeout=None)
     lock.release()
+
+
+@override_settings(LOCK_POLL_SECONDS=0.2, LOCK_WAIT_SECONDS=5)
+def test_lock_scripts_lost_from_redis_cost_a_poll_or_two_not_the_wait():
+    """The first try skips the acquire script's reply, so a lost script (SCRIPT FLUSH, a restart)
+    shows only as a poll timeout; the next try, with replies, loads it again."""
+    with locks.sku_locks(["MUG"]):
+        pass  # this process has loaded the scripts...
+    assert locks.QueuedLock.acquire_script_loaded
+    redis_client().script_flush()  # ...and Redis loses them
+    started = time.monotonic()
+    with locks.sku_locks(["MUG"]):
+        waited = time.monotonic() - started
+        assert locks.held_skus() == {"MUG"}
+    assert waited < 1.5  # two polls (0.4 s) and change, far from LOCK_WAIT_SECONDS
+    assert not redis_client().exists(full_key("MUG"))
+    with redis_round_trips() as sent, locks.sku_locks(["MUG"]):
+        pass
+    assert sent == ["CLIENT+EVALSHA+BLPOP", "EVALSHA"]  # loaded again: acquire and release, nothing more
