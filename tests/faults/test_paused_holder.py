@@ -1,6 +1,7 @@
 """Kleppmann's scenario: a lock holder is paused (a GC pause, a VM migration, SIGSTOP) past its lock's
 TTL, another process takes the lock and the stock, and then the paused one wakes up and writes.
-Its write must be refused: the guarded UPDATE checks the stock as it is now, not as it was read."""
+Its write must be refused: the guarded UPDATE checks the stock as it is now, not as it was when the
+holder set out to write."""
 
 import os
 import signal
@@ -23,15 +24,15 @@ pytestmark = pytest.mark.django_db(transaction=True)
 PLACED, REFUSED = 0, 3
 
 
-def _buy_and_freeze_after_reading_the_stock(sku):
-    read = inventory.services._stock_counts
+def _buy_and_freeze_before_writing(sku):
+    write = inventory.services._stock_reserve_guarded_all
 
-    def read_then_freeze(product_ids):
-        stocks = read(product_ids)  # we see the last unit available...
-        os.kill(os.getpid(), signal.SIGSTOP)  # ...and stall, holding the lock, until SIGCONT
-        return stocks
+    def freeze_then_write(product_id, quantity):
+        # The last unit is there as we set out to take it; we stall, holding the lock, until SIGCONT.
+        os.kill(os.getpid(), signal.SIGSTOP)
+        return write(product_id, quantity)
 
-    inventory.services._stock_counts = read_then_freeze
+    inventory.services._stock_reserve_guarded_all = freeze_then_write
     try:
         order_place(email="stale@example.com", items=[{"sku": sku, "quantity": 1}], idempotency_key="stale")
     except InsufficientStock:
@@ -46,7 +47,7 @@ def stopped(pid: int) -> bool:
 def test_a_holder_paused_past_its_lock_ttl_cannot_write_when_it_wakes_up(make_product, settings):
     settings.LOCK_TTL_SECONDS = 1.0
     mug = make_product(sku="MUG", stock=1)
-    stale = start_process(_buy_and_freeze_after_reading_the_stock, sku="MUG")
+    stale = start_process(_buy_and_freeze_before_writing, sku="MUG")
     try:
         wait_for(lambda: stopped(stale.pid), timeout=30, what="the holder to stop inside its section")
         started = time.monotonic()

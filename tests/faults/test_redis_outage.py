@@ -49,21 +49,20 @@ def test_orders_get_a_503_while_redis_is_down_and_go_through_again_once_it_is_ba
     assert_books(mug)
 
 
-def _slow_reads(seconds):
-    """Hold every stock section a little longer after it reads the stock: a wider window for lost locks."""
-    read = inventory.services._stock_counts
+def _slow_writes(seconds):
+    """Hold every stock section a little longer before its guarded UPDATE: a wider window for lost locks."""
+    write = inventory.services._stock_reserve_guarded_all
 
-    def read_slowly(product_ids):
-        stocks = read(product_ids)
+    def write_slowly(product_id, quantity):
         time.sleep(seconds)
-        return stocks
+        return write(product_id, quantity)
 
-    inventory.services._stock_counts = read_slowly
+    inventory.services._stock_reserve_guarded_all = write_slowly
 
 
 def _buyer(deadline):
     """Buy one unit at a time until sold out; retry a busy or unreachable lock with the same key."""
-    _slow_reads(0.05)
+    _slow_writes(0.05)
     wait_for_peers()
     placed, retries, key = [], [], None
     while time.monotonic() < deadline:

@@ -116,16 +116,15 @@ def test_the_lock_is_still_held_when_the_transaction_commits(make_product, monke
 
 
 def _reserve_with_a_stall(stall_seconds):
-    """Read the stock under the lock, then stall past the lock's TTL before the guarded UPDATE."""
-    read_stocks = inventory.services._stock_counts
+    """Take the lock with the stock there, then stall past the lock's TTL before the guarded UPDATE."""
+    write = inventory.services._stock_reserve_guarded_all
 
-    def slow_read(product_ids):
-        stocks = read_stocks(product_ids)
+    def slow_write(product_id, quantity):
         wait_for_peers()  # the rival starts now, while we hold a lock that is about to expire
         time.sleep(stall_seconds)
-        return stocks
+        return write(product_id, quantity)
 
-    inventory.services._stock_counts = slow_read
+    inventory.services._stock_reserve_guarded_all = slow_write
     records = []
     handler = logging.Handler()
     handler.emit = records.append
