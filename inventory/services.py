@@ -249,14 +249,23 @@ def _stock_table() -> str:
     return connection.ops.quote_name(Stock._meta.db_table)
 
 
+def _reserve_update(quantity: int, key_column: str, key: int) -> tuple[str, str, list]:
+    """The guarded UPDATE that reserves ``quantity`` more units of the stock row ``key_column = key``.
+
+    Returns its SET part, its WHERE part (the database's own guard: only if that many are free) and
+    their parameters, so a caller can put a clause between them.
+    """
+    update = f"UPDATE {_stock_table()} SET reserved = reserved + %s, version = version + 1, updated_at = %s"
+    guard = f"WHERE {key_column} = %s AND on_hand >= reserved + %s"
+    return update, guard, [quantity, connection.ops.adapt_datetimefield_value(timezone.now()), key, quantity]
+
+
 def _stock_reserve_guarded_all(product_id: int, quantity: int) -> int | None:
     """Reserve ``quantity`` more units of a product only if that many are free; its stock row's id, or None.
 
     One statement and no read before it: the UPDATE itself hands the row's id back.
     """
-    update = f"UPDATE {_stock_table()} SET reserved = reserved + %s, version = version + 1, updated_at = %s"
-    guard = "WHERE product_id = %s AND on_hand >= reserved + %s"
-    params = [quantity, connection.ops.adapt_datetimefield_value(timezone.now()), product_id, quantity]
+    update, guard, params = _reserve_update(quantity, "product_id", product_id)
     with connection.cursor() as cursor:
         if connection.vendor == "mysql":
             # MySQL's idiom for an UPDATE that returns a column: it becomes the connection's insert id.
@@ -268,13 +277,10 @@ def _stock_reserve_guarded_all(product_id: int, quantity: int) -> int | None:
 
 
 def _stock_reserve_guarded(stock_id: int, quantity: int) -> bool:
-    """Reserve ``quantity`` more units only if that many are free: the database's own guard."""
+    """Reserve ``quantity`` more units of a stock row only if that many are free."""
+    update, guard, params = _reserve_update(quantity, "id", stock_id)
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {_stock_table()} SET reserved = reserved + %s, version = version + 1, updated_at = %s "
-            "WHERE id = %s AND on_hand >= reserved + %s",
-            [quantity, connection.ops.adapt_datetimefield_value(timezone.now()), stock_id, quantity],
-        )
+        cursor.execute(f"{update} {guard}", params)
         return cursor.rowcount == 1
 
 
