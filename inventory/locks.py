@@ -53,27 +53,34 @@ class QueuedLock(Lock):
     measures this against polling.
     """
 
-    lua_acquire = lua_release = lua_abandon = lua_confirm = None  # registered per class, not inherited from Lock
+    lua_acquire = lua_release = lua_abandon = None  # registered per class, not inherited from Lock
 
     _PRELUDE = """
         local t = redis.call('time')
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-        -- Fields packed for a wake-up message, each as ``<length>:<bytes>`` (binary safe).
-        local function pack(fields)
-            local packed = {}
-            for i = 1, #fields do
-                packed[i] = #fields[i] .. ':' .. fields[i]
+        local function hand_over(lock, queue, claim_ms)
+            while true do
+                local entry = redis.call('lpop', queue)
+                if not entry then
+                    return false
+                end
+                local deadline, waiter = string.match(entry, '^(%d+):(.+)$')
+                if tonumber(deadline) >= now then
+                    redis.call('set', lock, waiter, 'PX', claim_ms)
+                    local wake = lock .. ':wake:' .. waiter
+                    redis.call('rpush', wake, 'H' .. entry)
+                    redis.call('pexpire', wake, claim_ms)
+                    return true
+                end
             end
-            return table.concat(packed)
         end
         -- The entry a waiter queued with, for a caller that skipped the reply telling it ('' if none).
         local function entry_of(lock, token)
             return redis.call('get', lock .. ':entry:' .. token) or ''
         end
         -- The holder takes up to ``limit`` queued requests of ``kind`` out of the queue (in queue order)
-        -- to serve them, marking each waiter served by ``server`` ('1': a holder with a full lease);
-        -- appends waiter, request, ... to ``taken``.
-        local function take_requests(lock, queue, kind, limit, ttl_ms, taken, server)
+        -- to serve them, marking each waiter served; appends waiter, request, ... to ``taken``.
+        local function take_requests(lock, queue, kind, limit, ttl_ms, taken)
             local count = 0
             for _, entry in ipairs(redis.call('lrange', queue, 0, -1)) do
                 if count >= limit then
@@ -85,42 +92,13 @@ class QueuedLock(Lock):
                 if payload and string.sub(payload, 1, #kind) == kind then
                     redis.call('lrem', queue, 1, entry)
                     redis.call('del', request)
-                    redis.call('set', lock .. ':served:' .. waiter, server, 'PX', ttl_ms)
+                    redis.call('set', lock .. ':served:' .. waiter, 1, 'PX', ttl_ms)
                     table.insert(taken, waiter)
                     table.insert(taken, string.sub(payload, #kind + 1))
                     count = count + 1
                 end
             end
             return taken
-        end
-        -- Hands the lock to the first live waiter on a claim and wakes it: 'H' and its entry. A waiter
-        -- that queued a request of ``kind`` (a serving holder's release passes its own) also gets the
-        -- requests queued behind it, taken in the same step: 'C' and the packed entry and requests.
-        -- It then starts its transaction on waking instead of asking for them first, and confirms
-        -- the claim before its commit (the confirm script); until then the requests are still theirs.
-        local function hand_over(lock, queue, claim_ms, kind, limit, ttl_ms)
-            while true do
-                local entry = redis.call('lpop', queue)
-                if not entry then
-                    return false
-                end
-                local deadline, waiter = string.match(entry, '^(%d+):(.+)$')
-                if tonumber(deadline) >= now then
-                    redis.call('set', lock, waiter, 'PX', claim_ms)
-                    local wake = lock .. ':wake:' .. waiter
-                    local request = lock .. ':req:' .. waiter
-                    local payload = kind and kind ~= '' and redis.call('get', request)
-                    if payload and string.sub(payload, 1, #kind) == kind then
-                        redis.call('del', request)
-                        local batch = take_requests(lock, queue, kind, tonumber(limit), ttl_ms, {entry}, waiter)
-                        redis.call('rpush', wake, 'C' .. pack(batch))
-                    else
-                        redis.call('rpush', wake, 'H' .. entry)
-                    end
-                    redis.call('pexpire', wake, claim_ms)
-                    return true
-                end
-            end
         end
     """
 
@@ -138,37 +116,25 @@ class QueuedLock(Lock):
         local function held(entry)
             local result = {1, entry}
             if ARGV[8] ~= '' then
-                take_requests(KEYS[1], KEYS[2], ARGV[8], tonumber(ARGV[9]), ARGV[2], result, '1')
+                take_requests(KEYS[1], KEYS[2], ARGV[8], tonumber(ARGV[9]), ARGV[2], result)
             end
             if ARGV[7] == '1' then
+                local packed = {}
+                for i = 2, #result do
+                    packed[#packed + 1] = #result[i] .. ':' .. result[i]
+                end
                 local wake = KEYS[1] .. ':wake:' .. ARGV[1]
-                redis.call('rpush', wake, 'L' .. pack({unpack(result, 2)}))
+                redis.call('rpush', wake, 'L' .. table.concat(packed))
                 redis.call('pexpire', wake, ARGV[2])
             end
             return result
         end
+        if ARGV[4] ~= '' and redis.call('exists', KEYS[1] .. ':served:' .. ARGV[1]) == 1 then
+            return {2, ARGV[4]}
+        end
         local mine = ARGV[4]
         if mine == '?' then
             mine = entry_of(KEYS[1], ARGV[1])
-        end
-        local served = KEYS[1] .. ':served:' .. ARGV[1]
-        local server = ARGV[4] ~= '' and redis.call('get', served)
-        if server then
-            if server == '1' or redis.call('exists', KEYS[1] .. ':confirmed:' .. server) == 1 then
-                return {2, mine}  -- taken by a holder with a lease: the answer follows its commit
-            end
-            if redis.call('get', KEYS[1]) == server then
-                return {0, mine}  -- handed to a holder with our request that has not confirmed yet
-            end
-            -- That holder lost its claim unconfirmed (it died, or stalled): it will not commit our
-            -- request, so we take it back, at the front of the queue.
-            redis.call('del', served)
-            if ARGV[6] ~= '' then
-                redis.call('set', request, ARGV[6], 'PX', tonumber(ARGV[3]) + tonumber(ARGV[2]))
-            end
-            if not redis.call('lpos', KEYS[2], mine) then
-                redis.call('lpush', KEYS[2], mine)
-            end
         end
         local holder = redis.call('get', KEYS[1])
         local head = redis.call('lindex', KEYS[2], 0)
@@ -205,21 +171,20 @@ class QueuedLock(Lock):
     """
     )
 
-    # KEYS: lock, queue. ARGV: token, claim_ms, ttl_ms, kind and limit (of requests to hand over with
-    # the lock, '' and 0 for none), then waiter, answer, ... for the served waiters. Hands the lock
-    # over, then wakes each served waiter with its answer (even if the lock is no longer ours: we
-    # committed their orders). Returns 0 if the lock was no longer ours.
+    # KEYS: lock, queue. ARGV: token, claim_ms, ttl_ms, then waiter, answer, ... for the served waiters.
+    # Hands the lock over, then wakes each served waiter with its answer (even if the lock is no
+    # longer ours: we committed their orders). Returns 0 if the lock was no longer ours.
     LUA_RELEASE_SCRIPT = (
         _PRELUDE
         + """
         local released = 0
         if redis.call('get', KEYS[1]) == ARGV[1] then
-            if not hand_over(KEYS[1], KEYS[2], ARGV[2], ARGV[4], ARGV[5], ARGV[3]) then
+            if not hand_over(KEYS[1], KEYS[2], ARGV[2]) then
                 redis.call('del', KEYS[1])
             end
             released = 1
         end
-        for i = 6, #ARGV, 2 do
+        for i = 4, #ARGV, 2 do
             local wake = KEYS[1] .. ':wake:' .. ARGV[i]
             redis.call('rpush', wake, 'R' .. ARGV[i + 1])
             redis.call('pexpire', wake, ARGV[3])
@@ -227,18 +192,6 @@ class QueuedLock(Lock):
         return released
     """
     )
-
-    # KEYS: lock. ARGV: token, ttl_ms, keep_ms. A holder handed a batch ('C') turns its claim into a
-    # lease, and marks itself confirmed for as long as its served waiters may still ask (keep_ms).
-    # Returns 0 if the claim lapsed first: its waiters take their requests back, it must not commit.
-    LUA_CONFIRM_SCRIPT = """
-        if redis.call('get', KEYS[1]) ~= ARGV[1] then
-            return 0
-        end
-        redis.call('pexpire', KEYS[1], ARGV[2])
-        redis.call('set', KEYS[1] .. ':confirmed:' .. ARGV[1], 1, 'PX', ARGV[3])
-        return 1
-    """
 
     # KEYS: lock, queue. ARGV: token, entry ('?': find it), ttl_ms, keep (1: keep a lock handed to us),
     # claim_ms. Leaves the queue; returns 1 if we hold the lock after all, 2 if the holder took our request.
@@ -273,10 +226,6 @@ class QueuedLock(Lock):
     served_result: bytes | None = None  # and this is its answer (None: it died before answering)
     taken: list[tuple[bytes, bytes]] = []  # as holder: the queued requests we took, (waiter, body)
     _answers: dict[bytes, bytes] = {}  # as holder: answers to send with the release
-    _confirming = None  # as holder handed a batch: the connection our confirm's reply will come on
-    _confirm_args: list = []
-    _lapsed = False  # as holder handed a batch: our claim lapsed before we confirmed it
-    _serve_kind, _serve_limit = b"", 0
     acquire_script_loaded = False  # in Redis's script cache, as far as this process knows
 
     def register_scripts(self) -> None:
@@ -284,7 +233,6 @@ class QueuedLock(Lock):
         if cls.lua_acquire is None:
             cls.lua_acquire = self.redis.register_script(cls.LUA_ACQUIRE_SCRIPT)
             cls.lua_abandon = self.redis.register_script(cls.LUA_ABANDON_SCRIPT)
-            cls.lua_confirm = self.redis.register_script(cls.LUA_CONFIRM_SCRIPT)
         super().register_scripts()
 
     @property
@@ -320,7 +268,6 @@ class QueuedLock(Lock):
         ttl_ms, claim_ms = self._ms(self.timeout), self._ms(settings.LOCK_HANDOFF_CLAIM_SECONDS)
         wake = f"{self.name}:wake:{token.decode()}"
         request, kind = (kind + request if request else b""), (kind if serve else b"")
-        self._serve_kind, self._serve_limit = kind, serve  # our release hands the next waiter its batch
         deadline = time.monotonic() + wait
         entry, state, taken = b"", 0, []
         quiet = True  # the first try skips the script's reply: its wake-up message tells the outcome
@@ -331,20 +278,17 @@ class QueuedLock(Lock):
                 if remaining <= 0:
                     args[6] = ""  # no wake-up: nobody waits for it
                     state, entry, *taken = self.lua_acquire(keys=[self.name, self._queue], args=args, client=self.redis)
-                    entry, taken = self._take_handed_unread(wake, token, state, entry, taken, ttl_ms)
                     break
                 timeout = max(min(poll, remaining), 0.001)
                 if quiet:
                     quiet, entry = False, b"?"  # queued, as far as we know, until a wake-up says otherwise
                     message = self._acquire_quietly_and_wait(args, wake, timeout)
+                    if message.startswith(b"L"):
+                        state, (entry, *taken) = 1, _unpack(message[1:])
+                    elif message.startswith(b"H"):
+                        entry = message[1:]
                 else:
                     (state, entry, *taken), message = self._acquire_and_wait(args, wake, timeout)
-                if message.startswith(b"C"):
-                    state, (entry, taken) = 1, self._take_handed(message, token, state, entry, taken, ttl_ms)
-                elif message.startswith(b"L") and state != 1:  # the quiet try's outcome
-                    state, (entry, *taken) = 1, _unpack(message[1:])
-                elif message.startswith(b"H"):
-                    entry = message[1:]
                 if message.startswith(b"R"):
                     self.served, self.served_result = True, message[1:]
                     return False
@@ -354,7 +298,6 @@ class QueuedLock(Lock):
                 state = self.lua_abandon(
                     keys=[self.name, self._queue], args=[token, entry, ttl_ms, 1, claim_ms], client=self.redis
                 )
-                entry, taken = self._take_handed_unread(wake, token, state, entry, taken, ttl_ms)
             if state == 2:
                 self.served, self.served_result = True, self._await_answer(wake)
                 return False
@@ -375,58 +318,6 @@ class QueuedLock(Lock):
             self.taken = list(zip(taken[::2], taken[1::2], strict=True))
         return state == 1
 
-    def _take_handed(self, message: bytes, token: bytes, state: int, entry, taken: list, ttl_ms: int) -> tuple:
-        """A release handed us the lock on a claim with a batch ('C'): our entry and the requests to serve.
-
-        Sends the confirm (the claim becomes a lease) now and reads its reply in ``confirm``, before
-        the commit: waking up costs no round trip. Requests our own script took meanwhile (it found
-        the claim ours: ``state`` 1) are served too.
-        """
-        handed_entry, *handed = _unpack(message[1:])
-        # Our served waiters may ask whether we confirmed until their wait and then our lease are over.
-        self._confirm_args = [token, ttl_ms, self._ms(settings.LOCK_WAIT_SECONDS) + 2 * ttl_ms]
-        pool = self.redis.connection_pool
-        connection = pool.get_connection()
-        try:
-            connection.send_packed_command(
-                connection.pack_command("EVALSHA", self.lua_confirm.sha, 1, self.name, *self._confirm_args)
-            )
-        except BaseException:
-            connection.disconnect()
-            pool.release(connection)
-            raise
-        self._confirming = connection
-        return (entry if state == 1 else handed_entry), [*(taken if state == 1 else []), *handed]
-
-    def _take_handed_unread(self, wake: str, token: bytes, state: int, entry, taken: list, ttl_ms: int) -> tuple:
-        """Holding the lock without having read our wake-up list: a batch handed over with it is ours too."""
-        if state == 1 and (message := self.redis.lpop(wake) or b"").startswith(b"C"):
-            return self._take_handed(message, token, state, entry, taken, ttl_ms)
-        return entry, taken
-
-    def confirm(self) -> bool:
-        """Whether the lock is still ours to commit under: call before the commit, as holder.
-
-        Only a lock handed over with a batch needs it (the reply of the confirm sent on waking);
-        False means the claim lapsed first, the batch's waiters take their requests back, and we
-        must roll back. ``do_release`` then sends nothing.
-        """
-        connection, self._confirming = self._confirming, None
-        if connection is None:
-            return not self._lapsed
-        pool = self.redis.connection_pool
-        try:
-            confirmed = self.redis.parse_response(connection, "EVALSHA")
-        except NoScriptError:  # lost with a Redis restart: this loads it again
-            confirmed = self.lua_confirm(keys=[self.name], args=self._confirm_args, client=self.redis)
-        except BaseException:
-            connection.disconnect()
-            raise
-        finally:
-            pool.release(connection)
-        self._lapsed = not confirmed
-        return bool(confirmed)
-
     def _acquire_and_wait(self, args: list, wake: str, timeout: float) -> tuple[list, bytes]:
         """The acquire script, then BLPOP on our wake-up list, in one round trip: its result and our message.
 
@@ -446,7 +337,6 @@ class QueuedLock(Lock):
         """
         if not QueuedLock.acquire_script_loaded:
             self.redis.script_load(self.LUA_ACQUIRE_SCRIPT)
-            self.redis.script_load(self.LUA_CONFIRM_SCRIPT)
             QueuedLock.acquire_script_loaded = True
         pool = self.redis.connection_pool
         connection = pool.get_connection()
@@ -507,19 +397,8 @@ class QueuedLock(Lock):
         Idempotency-Key and find the order committed here. The holder's own outcome stands.
         """
         answers, self._answers = self._answers, {}
-        if not self.confirm():
-            # Handed to us with a batch, and our claim lapsed before we confirmed it: the lock is not
-            # ours, we committed nothing, and the batch's waiters have taken their requests back.
-            return
         claim_ms = self._ms(settings.LOCK_HANDOFF_CLAIM_SECONDS)
-        args = [
-            expected_token,
-            claim_ms,
-            self._ms(self.timeout),
-            self._serve_kind,
-            self._serve_limit,
-            *(part for pair in answers.items() for part in pair),
-        ]
+        args = [expected_token, claim_ms, self._ms(self.timeout), *(part for pair in answers.items() for part in pair)]
         try:
             released = self.lua_release(keys=[self.name, self._queue], args=args, client=self.redis)
         except redis.RedisError:

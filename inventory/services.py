@@ -135,10 +135,6 @@ class _RunAlone:
     """The answer to a served waiter whose holder's batch failed: redo the request on your own."""
 
 
-class _HandOverLapsed(Exception):
-    """The lock was handed to us with a batch, and lost before we could commit it."""
-
-
 def stock_section_combined(*, skus: Iterable[str], kind: str, request, execute: Callable[[list], list]):
     """``execute([request])[0]`` in the stock section of ``skus``: its result, raised if it is an error.
 
@@ -171,13 +167,6 @@ def _served_or_serve(sku: str, *, kind: str, request, execute):
         try:
             with transaction.atomic(durable=True):
                 results = execute(requests)
-                if not lock.confirm():
-                    raise _HandOverLapsed
-        except _HandOverLapsed:
-            # The lock came to us with these requests on a claim that lapsed before we confirmed it
-            # (we stalled): rolled back; their buyers have taken them back, and we queue again.
-            logger.warning("lock_timeout: the hand-over of %s lapsed before our commit; rolled back", sku)
-            return _RunAlone
         except BaseException:
             lock.answer({waiter: pickle.dumps(_RunAlone) for waiter, _ in taken})
             raise
