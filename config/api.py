@@ -20,6 +20,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from inventory.errors import DomainError
 
 RETRY_AFTER_SECONDS = 1
+DATABASE_UNAVAILABLE = "The database connection failed. Retry with the same Idempotency-Key."
 
 logger = logging.getLogger(__name__)
 
@@ -61,13 +62,9 @@ def exception_handler(exc, context):
         body.setdefault("fields", {})
         code = STATUS_BY_CODE.get(exc.code, status.HTTP_400_BAD_REQUEST)
         response = Response(body, status=code)
-    elif _connection_lost(exc):
+    elif connection_lost(exc):
         logger.error("database connection lost during %s: %s", context["request"].path, exc)
-        body = {
-            "code": "database_unavailable",
-            "detail": "The database connection failed. Retry with the same Idempotency-Key.",
-            "fields": {},
-        }
+        body = {"code": "database_unavailable", "detail": DATABASE_UNAVAILABLE, "fields": {}}
         response = Response(body, status=status.HTTP_503_SERVICE_UNAVAILABLE)
     else:
         response = drf_exception_handler(exc, context)
@@ -79,7 +76,8 @@ def exception_handler(exc, context):
     return response
 
 
-def _connection_lost(exc: Exception) -> bool:
+def connection_lost(exc: BaseException | None) -> bool:
+    """Whether ``exc`` means the database connection is gone (the transaction rolled back: retry)."""
     if isinstance(exc, InterfaceError):
         return True
     return isinstance(exc, OperationalError) and bool(exc.args) and exc.args[0] in CONNECTION_LOST_ERRORS

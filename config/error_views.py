@@ -4,8 +4,13 @@ Django calls these (``handler400`` ... ``handler500`` in config/urls.py) once DE
 does not answer itself: unknown /api/ paths, and unexpected exceptions, which Django has logged already.
 """
 
-from django.http import JsonResponse
+import sys
+
+from django.http import HttpResponse, JsonResponse
+from django.template import loader
 from django.views import defaults
+
+from config.api import DATABASE_UNAVAILABLE, RETRY_AFTER_SECONDS, connection_lost
 
 API_PREFIX = "/api/"
 
@@ -37,7 +42,21 @@ def page_not_found(request, exception):
 
 
 def server_error(request):
+    # Django calls this while handling the exception, so it is still at hand. A lost database
+    # connection (a restart, a failover) rolled the request back and is worth retrying: 503.
+    if connection_lost(sys.exc_info()[1]):
+        return _database_unavailable(request)
     # Never the exception's text: it can hold SQL, paths or data. The log has it.
     if _is_api(request):
         return _api_error(500, "server_error", "Something went wrong on our side; it has been logged.")
     return defaults.server_error(request)
+
+
+def _database_unavailable(request) -> HttpResponse:
+    if _is_api(request):
+        response = _api_error(503, "database_unavailable", DATABASE_UNAVAILABLE)
+    else:
+        # No context processors: they may need the database that just went away.
+        response = HttpResponse(loader.get_template("503.html").render(), status=503)
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response

@@ -1,5 +1,6 @@
 """Deploy-ready security: production settings, login throttling, and errors that show no internals."""
 
+import json
 import logging
 import os
 import secrets
@@ -10,10 +11,11 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
+from django.db import OperationalError, connection
 from django.test import Client, RequestFactory
 from rest_framework.test import APIClient
 
+from config import error_views
 from config.api import LoginThrottle
 from tests.conftest import client_for
 
@@ -256,6 +258,33 @@ def test_an_unexpected_page_error_is_a_plain_500_page(monkeypatch, db):
     assert response["Content-Type"].startswith("text/html")
     assert "Something went wrong" in response.content.decode()
     assert_shows_nothing_inside(response.content.decode())
+
+
+def lost_connection(*args, **kwargs):
+    """What MariaDB's client raises when the server restarts or fails over mid-request."""
+    raise OperationalError(2006, "Server has gone away")
+
+
+def test_a_page_that_lost_its_database_connection_is_a_503_to_retry_not_a_500(monkeypatch, db, caplog):
+    monkeypatch.setattr("shop.views.product_list_for_catalog", lost_connection)
+    with caplog.at_level(logging.ERROR, logger="django.request"):
+        response = Client(raise_request_exception=False).get("/")
+    assert (response.status_code, response["Retry-After"]) == (503, "1")
+    assert response["Content-Type"].startswith("text/html")
+    assert "try again in a few seconds" in response.content.decode()
+    assert_shows_nothing_inside(response.content.decode())
+    assert "Server has gone away" in caplog.text  # logged for the operators
+
+
+def test_django_answers_a_lost_database_connection_under_api_in_the_error_shape_too():
+    # DRF answers its own views (tests/faults/test_killed_mid_order.py); Django's handler the rest.
+    request = RequestFactory().get("/api/orders/")
+    try:
+        lost_connection()
+    except OperationalError:
+        response = error_views.server_error(request)
+    assert (response.status_code, response["Retry-After"]) == (503, "1")
+    assert json.loads(response.content)["code"] == "database_unavailable"
 
 
 def test_unknown_api_paths_are_json_404s_and_pages_are_html(db):
