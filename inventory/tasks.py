@@ -1,12 +1,9 @@
 import logging
-from datetime import timedelta
 
 from celery import shared_task
-from django.conf import settings
 
 from inventory.selectors import stock_books
-from orders.selectors import order_list_final_holding_stock
-from shop.clock import db_now
+from orders.selectors import order_list_stuck_holding_stock
 
 logger = logging.getLogger(__name__)
 
@@ -17,9 +14,7 @@ def reconcile_stock() -> int:
     drifted = [row for row in stock_books() if row.drifted]
     for row in drifted:
         logger.error("STOCK DRIFT %s", row.describe())
-    # A failed payment's release is queued, not instant: only orders stuck longer than a sweep count.
-    grace = db_now() - timedelta(seconds=2 * settings.EXPIRY_SWEEP_SECONDS)
-    stuck = list(order_list_final_holding_stock().filter(updated_at__lt=grace).values_list("number", flat=True))
+    stuck = list(order_list_stuck_holding_stock().values_list("number", flat=True))
     if stuck:
         logger.error("STOCK DRIFT: %d final order(s) still hold stock: %s", len(stuck), ", ".join(stuck[:20]))
     return len(drifted) + len(stuck)

@@ -1,10 +1,14 @@
 """Reads of orders for sweeps and checks."""
 
+from datetime import timedelta
+
+from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.db.models.functions import Now
 
 from inventory.models import Reservation
 from orders.models import Order
+from shop.clock import db_now
 
 FINAL_STATUSES = [Order.Status.PAID, Order.Status.CANCELLED, Order.Status.EXPIRED, Order.Status.PAYMENT_FAILED]
 
@@ -15,9 +19,20 @@ def order_list_overdue() -> QuerySet[Order]:
 
 
 def order_list_final_holding_stock() -> QuerySet[Order]:
-    """Orders that are paid, cancelled, expired or failed but still have active reservations: drift."""
+    """Orders that are paid, cancelled, expired or failed but still have active reservations."""
     holding = Reservation.objects.filter(state=Reservation.State.ACTIVE).values("order_line__order")
     return Order.all_objects.filter(status__in=FINAL_STATUSES, pk__in=holding).order_by("pk")
+
+
+def order_list_stuck_holding_stock() -> QuerySet[Order]:
+    """Final orders holding stock that nothing already on its way will release: drift.
+
+    A failed payment's release is queued (``order_fail_payment``) and the failed-payments sweep
+    retries it every EXPIRY_SWEEP_SECONDS, so such an order counts once two sweeps have passed.
+    Every other final status releases or commits its stock in the transaction that sets it.
+    """
+    grace = db_now() - timedelta(seconds=2 * settings.EXPIRY_SWEEP_SECONDS)
+    return order_list_final_holding_stock().exclude(status=Order.Status.PAYMENT_FAILED, updated_at__gte=grace)
 
 
 def order_list_overdue_holding(*, skus) -> QuerySet[Order]:

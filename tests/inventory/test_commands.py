@@ -1,5 +1,6 @@
 import subprocess
 import sys
+from datetime import timedelta
 from io import StringIO
 
 import pytest
@@ -7,10 +8,12 @@ from django.conf import settings
 from django.core.cache import caches
 from django.core.management import CommandError, call_command
 from django.db import connection
+from django.utils import timezone
 
 from inventory import locks
 from inventory.models import Stock, StockMovement
 from inventory.oversell_demo import oversell_experiment_run
+from inventory.tasks import reconcile_stock
 from orders.models import Order
 from orders.services import order_place
 from tests.conftest import assert_books_balance, stock_of
@@ -129,6 +132,27 @@ def test_reconcile_finds_a_final_order_still_holding_stock_and_fix_settles_it(ma
     assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (10, 0)
     assert StockMovement.objects.filter(order=order, kind="release").count() == 1
     run("reconcile")
+
+
+@pytest.mark.django_db
+def test_a_failed_payment_whose_release_is_still_queued_is_not_drift_until_two_sweeps_have_passed(
+    make_product, customer
+):
+    mug = make_product(sku="MUG", stock=10)
+    order = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k")
+    failed = Order.objects.filter(pk=order.pk)
+    failed.update(status=Order.Status.PAYMENT_FAILED)  # its release task is queued, not run yet
+
+    assert "0 final order(s) holding stock." in run("reconcile")
+    assert reconcile_stock() == 0
+
+    failed.update(updated_at=timezone.now() - timedelta(seconds=2 * settings.EXPIRY_SWEEP_SECONDS + 5))
+    with pytest.raises(CommandError):  # two sweeps later something is stuck: say so
+        run("reconcile")
+    assert reconcile_stock() == 1
+    run("reconcile", "--fix")
+    assert stock_of(mug).reserved == 0
+    assert_books_balance(mug)
 
 
 # --- reset_locks ----------------------------------------------------------------------------------

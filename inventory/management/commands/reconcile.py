@@ -6,7 +6,7 @@ from tqdm import tqdm
 from inventory.errors import DomainError
 from inventory.selectors import stock_books
 from inventory.services import stock_rebuild_from_ledger
-from orders.selectors import order_list_final_holding_stock
+from orders.selectors import order_list_stuck_holding_stock
 from orders.services import order_reservations_settle
 
 logger = logging.getLogger("inventory.reconcile")
@@ -15,7 +15,8 @@ logger = logging.getLogger("inventory.reconcile")
 class Command(BaseCommand):
     help = (
         "Check the books: stock counters against the ledger, reserved against active reservations, and "
-        "that no paid, cancelled, expired or failed order still holds stock. Exits 1 on any drift. "
+        "that no paid, cancelled, expired or failed order still holds stock (a failed payment's queued "
+        "release gets two sweep intervals). Exits 1 on any drift. "
         "--fix settles such orders and rebuilds drifted counters from the ledger, under the locks."
     )
 
@@ -33,7 +34,7 @@ class Command(BaseCommand):
     def check_books(self):
         books = stock_books()
         drifted = [row for row in books if row.drifted]
-        holding = list(order_list_final_holding_stock())
+        holding = list(order_list_stuck_holding_stock())
         self.stdout.write(
             f"{'SKU':<24} {'on hand':>9} {'ledger':>9} {'reserved':>9} {'ledger':>9} {'active':>9}  status"
         )
