@@ -229,6 +229,7 @@ def limits(cells, workers) -> list[str]:
     mean64 = 64_000 / ours64.throughput  # ms, Little's law for 64 clients buying back to back
     spread64 = ours64.p99_ms / mean64
     needed64 = 64 * spread64 / 0.050  # orders/s for p99 <= 50 ms at this spread
+    served_share64 = ours64.buy_cpu_p50_ms * ours64.ops / (ours64.cpu["clients"] * 1000)
 
     def split(cell):
         return ", ".join(f"{name} {used * 1000 / cell.ops:.2f}" for name, used in cell.cpu.items())
@@ -253,10 +254,12 @@ def limits(cells, workers) -> list[str]:
         "re-queues just after the next holder took its batch waits a batch more; with 64 processes on "
         f"{cores} cores, when each gets the CPU after its answer decides which batch it makes. At that spread "
         f"p99 <= 50 ms needs about {needed64:,.0f} orders/s at W=64. This run used {ours64.cpu_ms_per_op:.2f} ms "
-        f"of CPU per order ({split(ours64)}; the clients' share is Python and the wake-ups of 64 processes) "
-        f"with the cores {_cores_busy(ours64):.1f} of {cores} busy: the rest of each batch cycle is the "
-        "holder's serial chain of round trips (lock, BEGIN, UPDATE, INSERTs, COMMIT with its log flush, "
-        "release), which the queued buyers can only wait out. Designs with p99 <= 50 ms at W=64 in this run: "
+        f"of CPU per order ({split(ours64)}) with the cores {_cores_busy(ours64):.1f} of {cores} busy. A buyer "
+        f"served by the holder used {ours64.buy_cpu_p50_ms:.2f} ms of it itself (median CPU per purchase: its "
+        "request, one Redis round trip and wake-up, and Python that runs slower with 64 processes sharing "
+        f"{cores} cores' caches), {served_share64:.0%} of the clients' share; the holders' batches used the "
+        "rest. So the cores, not the lock's hand-offs, cap the throughput, and with it (Little's law) the "
+        "wait. Designs with p99 <= 50 ms at W=64 in this run: "
         + (", ".join(c.design for c in cells if c.workload == "hot" and c.workers == 64 and c.p99_ms <= 50) or "none")
         + ".",
         "- **1,000 SKUs.** Orders rarely meet on a SKU, so there is no batch to share: every order pays the "

@@ -355,6 +355,7 @@ class Cell:
     units_per_client: list[int] = field(default_factory=list)
     oversold: int = 0
     cpu: dict = field(default_factory=dict)  # CPU seconds used in the timed phase, by clients and servers
+    buy_cpu_p50_ms: float = 0.0  # a buyer's own CPU per purchase, median: on a hot SKU, a served buyer's
 
     @property
     def cpu_ms_per_op(self) -> float:
@@ -370,7 +371,7 @@ def _client(design, workload, seed, barrier, duration, max_refusals, out, warmup
     design.client_init()
     connection.ensure_connection()
     rng = random.Random(seed)
-    latencies, sold, errors, refusals = [], 0, Counter(), 0
+    latencies, buy_cpu, sold, errors, refusals = [], [], 0, Counter(), 0
     if warmup:  # one untimed purchase first: connections, scripts and caches get set up
         try:
             design.buy(workload.pick(rng))
@@ -385,9 +386,12 @@ def _client(design, workload, seed, barrier, duration, max_refusals, out, warmup
         counted = began >= start
         if counted and cpu is None:
             cpu = sum(os.times()[:2])
+        used = time.process_time()
         try:
             design.buy(picked)
             sold += counted
+            if counted:
+                buy_cpu.append(time.process_time() - used)
         except Refused:
             refusals += 1
         except (DomainError, GaveUp) as exc:
@@ -397,7 +401,7 @@ def _client(design, workload, seed, barrier, duration, max_refusals, out, warmup
             _rollback_if_broken()
         if counted:
             latencies.append(time.monotonic() - began)
-    out.put((start, time.monotonic(), latencies, sold, errors, sum(os.times()[:2]) - (cpu or 0)))
+    out.put((start, time.monotonic(), latencies, sold, buy_cpu, errors, sum(os.times()[:2]) - (cpu or 0)))
     connections.close_all()
 
 
@@ -466,6 +470,8 @@ def run_cell(design_class, workload: Workload, workers: int, duration: float) ->
     cell.p50_ms = statistics.median(latencies) * 1000 if latencies else 0.0
     cell.p99_ms = latencies[max(int(len(latencies) * 0.99) - 1, 0)] * 1000 if latencies else 0.0
     cell.units_per_client = sorted(sold for _, _, _, sold, *_ in results)
+    buy_cpu = [used for *_, used_per_buy, _, _ in results for used in used_per_buy]
+    cell.buy_cpu_p50_ms = statistics.median(buy_cpu) * 1000 if buy_cpu else 0.0
     for *_, errors, _ in results:
         cell.errors.update(errors)
     if stuck:
