@@ -58,8 +58,11 @@ def stop(proc: subprocess.Popen, sig=signal.SIGTERM) -> None:
 
 
 @contextmanager
-def app_server(env: dict, log: Path, *, workers: int = 4):
-    """gunicorn serving the shop as in production; yields (base URL, the master process)."""
+def app_server(env: dict, log: Path, *, workers: int = 4, headers: dict | None = None):
+    """gunicorn serving the shop as in production; yields (base URL, the master process).
+
+    ``headers`` go with the readiness probe (behind a TLS proxy: ``X-Forwarded-Proto``).
+    """
     port = free_port()
     with open(log, "w") as out:
         proc = subprocess.Popen(
@@ -73,15 +76,15 @@ def app_server(env: dict, log: Path, *, workers: int = 4):
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: _answers(f"{url}/api/products/"), timeout=30, what=f"gunicorn to serve ({log})")
+        wait_for(lambda: _answers(f"{url}/api/products/", headers), timeout=30, what=f"gunicorn to serve ({log})")
         yield url, proc
     finally:
         stop(proc)
 
 
-def _answers(url: str) -> bool:
+def _answers(url: str, headers: dict | None = None) -> bool:
     try:
-        urllib.request.urlopen(url, timeout=2)
+        urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=2)
         return True
     except OSError:
         return False

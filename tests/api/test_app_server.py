@@ -1,5 +1,8 @@
 """The real app server (gunicorn, several workers) on MariaDB + Redis, hit from several processes."""
 
+import urllib.parse
+from http.client import HTTPConnection
+
 import pytest
 
 from inventory.models import StockMovement
@@ -81,3 +84,35 @@ def test_a_post_replayed_20_times_at_once_creates_one_order(server, make_product
     assert Order.objects.count() == 1 and stock_of(mug).reserved == 2
     assert StockMovement.objects.filter(kind="reserve").count() == 1
     assert_books_balance(mug)
+
+
+def _get(url: str, path: str, headers: dict) -> tuple[int, dict, str]:
+    """One GET that does not follow redirects: (status, headers, body)."""
+    connection = HTTPConnection(urllib.parse.urlsplit(url).netloc, timeout=30)
+    try:
+        connection.request("GET", path, headers=headers)
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read().decode()
+    finally:
+        connection.close()
+
+
+def test_gunicorn_serves_the_shop_with_the_production_settings_behind_a_tls_proxy(tmp_path, make_product):
+    make_product(sku="MUG", stock=3, name="Blue mug")
+    proxied = {"X-Forwarded-Proto": "https", "Host": "shop.example.com"}
+    env = process_env(
+        DJANGO_SETTINGS_MODULE="config.settings_production",
+        ALLOWED_HOSTS="shop.example.com",
+        SECURE_PROXY_SSL_HEADER="HTTP_X_FORWARDED_PROTO,https",
+        LOG_LEVEL="WARNING",
+    )
+    with app_server(env, tmp_path / "gunicorn.log", workers=2, headers=proxied) as (url, _):
+        status, headers, body = _get(url, "/", proxied)
+        assert status == 200 and "Blue mug" in body
+        assert headers["Strict-Transport-Security"] == "max-age=31536000; includeSubDomains; preload"
+
+        status, headers, _ = _get(url, "/", {"Host": "shop.example.com"})  # plain HTTP: to HTTPS
+        assert (status, headers["Location"]) == (301, "https://shop.example.com/")
+
+        status, _, _ = _get(url, "/", {"X-Forwarded-Proto": "https", "Host": "attacker.example"})
+        assert status == 400  # a host the shop does not serve
