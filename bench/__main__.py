@@ -258,8 +258,9 @@ def limits(cells, workers) -> list[str]:
         f"served by the holder used {ours64.buy_cpu_p50_ms:.2f} ms of it itself (median CPU per purchase: its "
         "request, one Redis round trip and wake-up, and Python that runs slower with 64 processes sharing "
         f"{cores} cores' caches), {served_share64:.0%} of the clients' share; the holders' batches used the "
-        "rest. So the cores, not the lock's hand-offs, cap the throughput, and with it (Little's law) the "
-        "wait. Designs with p99 <= 50 ms at W=64 in this run: "
+        "rest. So the buyers' own CPU, not the lock's hand-offs, sets the throughput, and with it (Little's "
+        "law) the wait; the cores left idle are the gaps between a batch's answers and the next batch. "
+        "Designs with p99 <= 50 ms at W=64 in this run: "
         + (", ".join(c.design for c in cells if c.workload == "hot" and c.workers == 64 and c.p99_ms <= 50) or "none")
         + ".",
         "- **1,000 SKUs.** Orders rarely meet on a SKU, so there is no batch to share: every order pays the "
