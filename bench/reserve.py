@@ -24,7 +24,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from bench._db import use_bench_database
+from bench._db import empty_tables, use_bench_database
 
 DATABASE = use_bench_database()
 
@@ -496,8 +496,7 @@ def _cpu_split(cell) -> str:
 
 def reset_database() -> None:
     call_command("migrate", verbosity=0)
-    for model in (StockMovement, Reservation, OrderLine, Order, Stock, Product):
-        model._base_manager.all()._raw_delete(model._base_manager.db)
+    empty_tables(StockMovement, Reservation, OrderLine, Order, Stock, Product)
 
 
 def run_matrix(*, workloads, workers, designs, duration, progress=print) -> list[Cell]:

@@ -14,7 +14,7 @@ import random
 import time
 from datetime import timedelta
 
-from bench._db import use_bench_database
+from bench._db import empty_tables, use_bench_database
 
 DATABASE = use_bench_database()
 
@@ -37,8 +37,7 @@ from shop.models import Product  # noqa: E402
 
 def build(orders: int, skus: int) -> None:
     """Fresh catalog with ``orders`` overdue orders, books balanced (bulk inserts: this is a fixture)."""
-    for model in (StockMovement, Reservation, OrderLine, Order, Stock, Product):
-        model._base_manager.all()._raw_delete(model._base_manager.db)
+    empty_tables(StockMovement, Reservation, OrderLine, Order, Stock, Product)
     rng = random.Random(7)
     now = timezone.now()
     products = Product.objects.bulk_create(
