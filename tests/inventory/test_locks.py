@@ -268,3 +268,16 @@ def test_lock_scripts_lost_from_redis_cost_a_poll_or_two_not_the_wait():
     with redis_round_trips() as sent, locks.sku_locks(["MUG"]):
         pass
     assert sent == ["CLIENT+EVALSHA+BLPOP", "EVALSHA"]  # loaded again: acquire and release, nothing more
+
+
+def test_a_waiting_connection_that_redis_closed_is_replaced_before_the_next_wait():
+    """Buyers keep one connection for their waits; a restart or CLIENT KILL must not fail a purchase."""
+    with locks.sku_locks(["MUG"]):
+        pass
+    kept = locks._waiting.connection
+    killed = redis_client().client_kill_filter(_type="normal", skipme=True)
+    assert killed >= 1  # the kept connection among them
+    with locks.sku_locks(["MUG"]):
+        assert locks.held_skus() == {"MUG"}
+    assert locks._waiting.connection is kept  # the same connection object, reconnected
+    assert not redis_client().exists(full_key("MUG"))
