@@ -410,15 +410,18 @@ _waiting = threading.local()
 
 
 def _waiting_connection(pool) -> redis.Connection:
-    """This thread's connection for queued waits, taken from ``pool`` once and kept.
+    """This thread's connection for queued waits, made with ``pool``'s settings and kept.
 
     Every buyer of a hot SKU waits on it once per purchase, and a pool checkout and return (a lock,
     connection bookkeeping, metrics hooks) cost about 20 of the 65 us the client spent on the whole
     call. The pool's check is kept: a socket that Redis closed (a restart) is replaced before we send
-    on it. A forked child takes its own (the parent's socket is not ours to share).
+    on it. A forked child makes its own (the parent's socket is not ours to share). It is not checked
+    out of the pool for good: children forked while the pool listed it in use hung in redis-py's
+    reset after fork (tests/orders/test_batching.py caught it).
     """
     if getattr(_waiting, "pid", None) != os.getpid() or _waiting.pool is not pool:
-        _waiting.connection, _waiting.pool, _waiting.pid = pool.get_connection(), pool, os.getpid()
+        connection = pool.connection_class(**pool.connection_kwargs)
+        _waiting.connection, _waiting.pool, _waiting.pid = connection, pool, os.getpid()
     connection = _waiting.connection
     connection.connect()  # after a failed wait disconnected it; nothing to do while connected
     try:
@@ -496,6 +499,7 @@ def _acquire(sku: str, *, wait: float, kind: bytes = b"", request: bytes = b"") 
             timeout=settings.LOCK_TTL_SECONDS,
             sleep=settings.LOCK_POLL_SECONDS,
             lock_class=QueuedLock,
+            thread_local=False,  # one object per acquisition, used by the thread that made it
         )
         lock.sku = sku
         serve = settings.STOCK_BATCH_MAX - 1 if kind else 0

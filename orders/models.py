@@ -66,8 +66,9 @@ class Order(BaseModel):
 
     def lines_with_products(self) -> list["OrderLine"]:
         """The lines with their products, by product id; prefetched ones (``lines__product``) cost no query."""
-        if "lines" in getattr(self, "_prefetched_objects_cache", {}):
-            return sorted(self.lines.all(), key=lambda line: line.product_id)
+        prefetched = getattr(self, "_prefetched_objects_cache", {}).get("lines")
+        if prefetched is not None:  # read directly: a related manager per call costs a hot SKU's buyers
+            return sorted(prefetched, key=lambda line: line.product_id)
         return list(self.lines.select_related("product").order_by("product_id"))
 
 
