@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
 from django.conf import settings
@@ -333,18 +333,28 @@ def stock_reservations_create(*, stock_ids: dict[int, int], lines: list[LineToRe
 
 def stock_reserve(*, order, expires_at) -> list[Reservation]:
     """Reserve every line of ``order``, all or nothing; ``InsufficientStock`` lists every short line."""
-    lines = order.lines_with_products()
-    request = [
-        (line.product.sku, LineToReserve(line.pk, order.pk, line.product_id, line.quantity, expires_at))
-        for line in lines
-    ]
+    # Ints and strings only: a queued buyer pickles its request, and a datetime and a named tuple
+    # took 40 us of a hot SKU buyer's 475 us of CPU to pickle; these take a few.
+    lines = tuple(
+        (line.product.sku, line.pk, order.pk, line.product_id, line.quantity) for line in order.lines_with_products()
+    )
     rows = stock_section_combined(
-        skus=[sku for sku, _ in request], kind="reserve", request=request, execute=_stock_reserve_batch
+        skus=[line[0] for line in lines],
+        kind="reserve",
+        request=((expires_at - _EPOCH) // _MICROSECOND, lines),
+        execute=_stock_reserve_batch,
     )
     return [from_row(Reservation, row) for row in rows]
 
 
+_EPOCH, _MICROSECOND = datetime(1970, 1, 1, tzinfo=UTC), timedelta(microseconds=1)
+
+
 def _stock_reserve_batch(requests) -> list:
+    requests = [
+        [(sku, LineToReserve(*ids, _EPOCH + expires_us * _MICROSECOND)) for sku, *ids in lines]
+        for expires_us, lines in requests
+    ]
     demands = [[Demand(line.product_id, sku, line.quantity) for sku, line in request] for request in requests]
     stock_ids, outcomes = stock_allocate(demands=demands)
     reserved = [line for request, short in zip(requests, outcomes, strict=True) if not short for _, line in request]
