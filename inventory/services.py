@@ -333,8 +333,8 @@ def stock_reservations_create(*, stock_ids: dict[int, int], lines: list[LineToRe
 
 def stock_reserve(*, order, expires_at) -> list[Reservation]:
     """Reserve every line of ``order``, all or nothing; ``InsufficientStock`` lists every short line."""
-    # Ints and strings only: a queued buyer pickles its request, and a datetime and a named tuple
-    # took 40 us of a hot SKU buyer's 475 us of CPU to pickle; these take a few.
+    # Ints and strings only: a queued buyer pickles its request, and named tuples with a datetime
+    # took 40 of a hot-SKU buyer's 475 us of CPU per purchase to pickle (ints: 20x faster).
     lines = tuple(
         (line.product.sku, line.pk, order.pk, line.product_id, line.quantity) for line in order.lines_with_products()
     )
