@@ -67,14 +67,22 @@ def machine() -> list[tuple[str, str]]:
 def our_settings(args) -> list[tuple[str, str]]:
     return [
         ("Clients (W)", ", ".join(map(str, args.workers)) + " processes, forked, one DB and Redis connection each"),
-        ("Timed phase", f"{args.duration} s per cell after {reserve.WARMUP} s of warm-up and one untimed purchase"),
+        (
+            "Timed phase",
+            f"{args.duration} s per cell after {reserve.WARMUP} s of warm-up and one untimed purchase; clients "
+            "that finish first keep buying, uncounted, until all have finished",
+        ),
         ("Buys", "1 unit per SKU per order; the 3-SKU workload picks 3 of 10 SKUs in random order"),
         (
             "Lock",
             f"TTL {settings.LOCK_TTL_SECONDS} s, wait {settings.LOCK_WAIT_SECONDS} s, "
             f"poll fallback {settings.LOCK_POLL_SECONDS} s, hand-off claim {settings.LOCK_HANDOFF_CLAIM_SECONDS} s",
         ),
-        ("Batch", f"STOCK_BATCH_MAX={settings.STOCK_BATCH_MAX} one-SKU requests per lock hold"),
+        (
+            "Batch",
+            f"STOCK_BATCH_MAX={settings.STOCK_BATCH_MAX} one-SKU requests per lock hold at most, "
+            f"STOCK_BATCH_MIN={settings.STOCK_BATCH_MIN}",
+        ),
         ("Isolation", "READ COMMITTED (the shop's setting)"),
     ]
 

@@ -366,7 +366,7 @@ class Cell:
         return self.ops / self.elapsed if self.elapsed else 0.0
 
 
-def _client(design, workload, seed, barrier, duration, max_refusals, out, warmup=0.0):
+def _client(design, workload, seed, barrier, duration, max_refusals, out, warmup=0.0, everyone_done=None):
     connections.close_all()  # never share the parent's socket
     design.client_init()
     connection.ensure_connection()
@@ -402,6 +402,13 @@ def _client(design, workload, seed, barrier, duration, max_refusals, out, warmup
         if counted:
             latencies.append(time.monotonic() - began)
     out.put((start, time.monotonic(), latencies, sold, buy_cpu, errors, sum(os.times()[:2]) - (cpu or 0)))
+    # Keep the load on, uncounted, until every client has finished its timed phase: a counted
+    # purchase never runs beside fewer clients, or beside clients exiting (which costs CPU too).
+    while everyone_done is not None and not everyone_done.is_set():
+        try:
+            design.buy(workload.pick(rng))
+        except Exception:
+            _rollback_if_broken()
     connections.close_all()
 
 
@@ -411,12 +418,20 @@ def _rollback_if_broken() -> None:
 
 
 def _race(design, workload, workers, duration, max_refusals, warmup=0.0):
-    """Run the clients; those still stuck a minute after the phase (a design that deadlocks) are killed."""
+    """Run the clients; those still stuck a minute after the phase (a design that deadlocks) are killed.
+
+    Returns their results, how many were stuck, and the CPU the servers used while clients were timed.
+    A timed race (``warmup``) keeps every client buying until all have reported.
+    """
     ctx = multiprocessing.get_context("fork")
     connections.close_all()
     barrier, out = ctx.Barrier(workers + 1), ctx.Queue()  # and us: we time the servers' CPU
+    everyone_done = ctx.Event() if warmup else None
     procs = [
-        ctx.Process(target=_client, args=(design, workload, seed, barrier, duration, max_refusals, out, warmup))
+        ctx.Process(
+            target=_client,
+            args=(design, workload, seed, barrier, duration, max_refusals, out, warmup, everyone_done),
+        )
         for seed in range(workers)
     ]
     for proc in procs:
@@ -434,11 +449,16 @@ def _race(design, workload, workers, duration, max_refusals, warmup=0.0):
             results.append(out.get(timeout=max(deadline - time.monotonic(), 0.1)))
         except queue.Empty:
             break
+    servers_used = server_cpu(servers_at_start)
+    if everyone_done is not None:
+        everyone_done.set()
+        for proc in procs:
+            proc.join(timeout=max(deadline - time.monotonic(), 0.1))
     for proc in procs:
         if proc.is_alive():
             proc.kill()
         proc.join()
-    return results, workers - len(results), servers_at_start
+    return results, workers - len(results), servers_used
 
 
 SERVERS = {"mariadb": "mariadbd", "redis": "redis-server"}
@@ -463,7 +483,7 @@ def run_cell(design_class, workload: Workload, workers: int, duration: float) ->
     cell = Cell(workload.name, design.name, design.ours, workers)
 
     design.prepare(workload, workload.skus, AMPLE)
-    results, stuck, servers_before = _race(design, workload, workers, duration, max_refusals=10**9, warmup=WARMUP)
+    results, stuck, servers_used = _race(design, workload, workers, duration, max_refusals=10**9, warmup=WARMUP)
     latencies = sorted(lat for _, _, lats, *_ in results for lat in lats)
     cell.ops = sum(sold for _, _, _, sold, *_ in results)
     cell.elapsed = max(end for _, end, *_ in results) - min(start for start, *_ in results) if results else 0.0
@@ -476,9 +496,7 @@ def run_cell(design_class, workload: Workload, workers: int, duration: float) ->
         cell.errors.update(errors)
     if stuck:
         cell.errors["stuck, killed"] += stuck
-    cell.cpu = {"clients": sum(cpu for *_, cpu in results)} | {
-        name: used for name, used in server_cpu(servers_before).items()
-    }
+    cell.cpu = {"clients": sum(cpu for *_, cpu in results)} | {name: used for name, used in servers_used.items()}
 
     # The sell-out race: small stock, everyone buys until refused a few times (or time is up).
     design.prepare(workload, workload.sellout_skus, workload.sellout_stock)

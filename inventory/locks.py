@@ -68,7 +68,8 @@ class QueuedLock(Lock):
                 if tonumber(deadline) >= now then
                     redis.call('set', lock, waiter, 'PX', claim_ms)
                     local wake = lock .. ':wake:' .. waiter
-                    redis.call('rpush', wake, 'H' .. entry)
+                    -- With how many queue behind it now: the batch it serves is cut there.
+                    redis.call('rpush', wake, 'H' .. redis.call('llen', queue) .. ':' .. entry)
                     redis.call('pexpire', wake, claim_ms)
                     return true
                 end
@@ -252,6 +253,7 @@ class QueuedLock(Lock):
         kind: bytes = b"",
         request: bytes = b"",
         serve: int = 0,
+        serve_at_least: int = 0,
     ) -> bool:
         """redis-py's ``acquire``; with a ``request`` of a ``kind``, the holder may serve it instead.
 
@@ -259,6 +261,11 @@ class QueuedLock(Lock):
         then this returns False with the holder's answer in ``served_result``, and no lock is held.
         With ``serve`` > 0 we serve in turn: on getting the lock, the same script takes up to ``serve``
         queued requests of our ``kind`` into ``taken``, and we ``answer`` them before releasing.
+
+        Handed the lock, we serve only those queued behind us at the hand-off (but up to
+        ``serve_at_least`` if fewer were): we wake among the buyers the last holder just answered,
+        and if we waited for them all to queue again, every batch would take nearly every buyer and
+        the next one almost none, so a buyer who missed a batch would wait for two.
         """
         token = token if isinstance(token, bytes) else (token or uuid.uuid4().hex).encode()
         blocking = self.blocking if blocking is None else blocking
@@ -283,12 +290,13 @@ class QueuedLock(Lock):
                 if quiet:
                     quiet, entry = False, b"?"  # queued, as far as we know, until a wake-up says otherwise
                     message = self._acquire_quietly_and_wait(args, wake, timeout)
-                    if message.startswith(b"L"):
-                        state, (entry, *taken) = 1, _unpack(message[1:])
-                    elif message.startswith(b"H"):
-                        entry = message[1:]
                 else:
                     (state, entry, *taken), message = self._acquire_and_wait(args, wake, timeout)
+                if message.startswith(b"L"):
+                    state, (entry, *taken) = 1, _unpack(message[1:])
+                elif message.startswith(b"H"):
+                    queued, entry = message[1:].split(b":", 1)
+                    serve = min(serve, max(int(queued), serve_at_least))
                 if message.startswith(b"R"):
                     self.served, self.served_result = True, message[1:]
                     return False
@@ -502,8 +510,10 @@ def _acquire(sku: str, *, wait: float, kind: bytes = b"", request: bytes = b"") 
             thread_local=False,  # one object per acquisition, used by the thread that made it
         )
         lock.sku = sku
-        serve = settings.STOCK_BATCH_MAX - 1 if kind else 0
-        return lock, lock.acquire(blocking_timeout=wait, kind=kind, request=request, serve=serve)
+        serve, serve_at_least = (settings.STOCK_BATCH_MAX - 1, settings.STOCK_BATCH_MIN - 1) if kind else (0, 0)
+        return lock, lock.acquire(
+            blocking_timeout=wait, kind=kind, request=request, serve=serve, serve_at_least=serve_at_least
+        )
     except redis.RedisError as exc:
         QueuedLock.acquire_script_loaded = False  # a restarted Redis has lost it
         logger.error("lock service unreachable while locking %s: %s", sku, exc)
@@ -515,8 +525,9 @@ def sku_lock_serving(sku: str, *, kind: str, body: bytes, wait: float | None = N
     """Hold one SKU's lock, or have its holder serve our request: group commit for a hot SKU.
 
     A waiter leaves ``body`` with its place in the queue. The holder gets the lock with the queued
-    requests of its ``kind`` in ``lock.taken`` (up to STOCK_BATCH_MAX - 1), carries them out in its
-    own transaction and ``answer``s each after the commit, so one lock hold and one commit serve a
+    requests of its ``kind`` in ``lock.taken`` (up to STOCK_BATCH_MAX - 1; ``QueuedLock.acquire`` says
+    where a batch is cut), carries them out in its own transaction and ``answer``s each after the
+    commit, so one lock hold and one commit serve a
     whole queue of buyers. Yields ``(lock, None)`` to the holder and ``(None, answer)`` to a served
     waiter, which holds nothing; ``answer`` is None if the holder died between taking the request
     and answering (the outcome is then unknown).

@@ -281,3 +281,63 @@ def test_a_waiting_connection_that_redis_closed_is_replaced_before_the_next_wait
         assert locks.held_skus() == {"MUG"}
     assert locks._waiting.connection is kept  # the same connection object, reconnected
     assert not redis_client().exists(full_key("MUG"))
+
+
+@pytest.mark.parametrize(("serve_at_least", "served_by_first"), [(0, [b"a", b"b"]), (3, [b"a", b"b", b"c"])])
+def test_a_holder_handed_the_lock_serves_those_queued_behind_it_then_and_later_arrivals_wait_for_the_next(
+    monkeypatch, serve_at_least, served_by_first
+):
+    """The batch is cut at the hand-off (or at ``serve_at_least``), not when the new holder wakes."""
+    client = redis_client()
+
+    def queued_lock():
+        # A long poll: nobody wakes before its hand-off or answer.
+        return client.lock(full_key("MUG"), timeout=10, sleep=5, lock_class=locks.QueuedLock, thread_local=False)
+
+    outcomes = {}
+
+    def buy(name, serve=0):
+        lock = queued_lock()
+        request = {"kind": b"k", "request": name.encode(), "serve": serve, "serve_at_least": serve_at_least}
+        if lock.acquire(blocking_timeout=10, **request):
+            outcomes[name] = [body for _, body in lock.taken]
+            lock.answer({waiter: b"done by " + name.encode() for waiter, _ in lock.taken})
+            lock.release()
+        else:
+            outcomes[name] = lock.served_result
+
+    def queue(name):
+        thread = threading.Thread(target=buy, args=(name,), name=name)
+        before = _queued_waiters("MUG")
+        thread.start()
+        _wait_until(lambda: _queued_waiters("MUG") == before + 1)
+        return thread
+
+    wake_up = locks.QueuedLock._acquire_and_wait
+    late = []
+
+    def buyers_queue_before_the_new_holder_wakes(self, *args):
+        if threading.current_thread().name == "first" and not late:
+            late.extend([queue("c"), queue("d")])
+        return wake_up(self, *args)
+
+    monkeypatch.setattr(locks.QueuedLock, "_acquire_and_wait", buyers_queue_before_the_new_holder_wakes)
+    holder = queued_lock()
+    assert holder.acquire(blocking=False)
+    first = threading.Thread(target=buy, args=("first", 63), name="first")
+    first.start()
+    _wait_until(lambda: _queued_waiters("MUG") == 1)
+    early = [queue("a"), queue("b")]
+    holder.release()  # hands the lock to "first", with a and b queued behind it
+    for thread in [first, *early]:
+        thread.join(10)
+    _wait_until(lambda: len(late) == 2)
+    for thread in late:
+        thread.join(10)
+
+    assert outcomes["first"] == served_by_first
+    assert all(outcomes[name] == b"done by first" for name in ("a", "b"))
+    for name in ("c", "d"):
+        # Served by the first holder, or left for the next batch: here, each holds the lock in turn.
+        assert outcomes[name] == (b"done by first" if name.encode() in served_by_first else [])
+    assert not client.exists(full_key("MUG"))
