@@ -300,18 +300,7 @@ def stock_reservations_create(*, stock_ids: dict[int, int], lines: list[LineToRe
     Returns the reservation rows (``from_row`` makes instances of them).
     """
     reservations = bulk_insert(
-        Reservation,
-        [
-            {
-                "order_line_id": line.line_id,
-                "product_id": line.product_id,
-                "quantity": line.quantity,
-                "state": Reservation.State.ACTIVE.value,
-                "expires_at": line.expires_at,
-                "release_reason": "",
-            }
-            for line in lines
-        ],
+        Reservation, [_reservation_row(line.line_id, line.product_id, line.quantity, line.expires_at) for line in lines]
     )
     bulk_insert(
         StockMovement,
@@ -331,6 +320,17 @@ def stock_reservations_create(*, stock_ids: dict[int, int], lines: list[LineToRe
     return reservations
 
 
+def _reservation_row(line_id: int, product_id: int, quantity: int, expires_at: datetime) -> dict:
+    return {
+        "order_line_id": line_id,
+        "product_id": product_id,
+        "quantity": quantity,
+        "state": Reservation.State.ACTIVE.value,
+        "expires_at": expires_at,
+        "release_reason": "",
+    }
+
+
 def stock_reserve(*, order, expires_at) -> list[Reservation]:
     """Reserve every line of ``order``, all or nothing; ``InsufficientStock`` lists every short line."""
     # Ints and strings only: a queued buyer pickles its request, and named tuples with a datetime
@@ -338,19 +338,28 @@ def stock_reserve(*, order, expires_at) -> list[Reservation]:
     lines = tuple(
         (line.product.sku, line.pk, order.pk, line.product_id, line.quantity) for line in order.lines_with_products()
     )
-    rows = stock_section_combined(
+    created_us, ids = stock_section_combined(
         skus=[line[0] for line in lines],
         kind="reserve",
         request=((expires_at - _EPOCH) // _MICROSECOND, lines),
         execute=_stock_reserve_batch,
     )
-    return [from_row(Reservation, row) for row in rows]
+    created = {"created_at": _EPOCH + created_us * _MICROSECOND}
+    created["updated_at"] = created["created_at"]
+    return [
+        from_row(Reservation, _reservation_row(line_id, product_id, quantity, expires_at) | created | {"id": pk})
+        for pk, (_, line_id, _, product_id, quantity) in zip(ids, lines, strict=True)
+    ]
 
 
 _EPOCH, _MICROSECOND = datetime(1970, 1, 1, tzinfo=UTC), timedelta(microseconds=1)
 
 
 def _stock_reserve_batch(requests) -> list:
+    """Per request, its shortage or what its buyer cannot know of the rows: their time and ids.
+
+    The buyer has the rest, and an answer of ints travels and unpickles cheaply (see stock_reserve).
+    """
     requests = [
         [(sku, LineToReserve(*ids, _EPOCH + expires_us * _MICROSECOND)) for sku, *ids in lines]
         for expires_us, lines in requests
@@ -358,9 +367,11 @@ def _stock_reserve_batch(requests) -> list:
     demands = [[Demand(line.product_id, sku, line.quantity) for sku, line in request] for request in requests]
     stock_ids, outcomes = stock_allocate(demands=demands)
     reserved = [line for request, short in zip(requests, outcomes, strict=True) if not short for _, line in request]
-    rows = iter(stock_reservations_create(stock_ids=stock_ids, lines=reserved))
+    rows = stock_reservations_create(stock_ids=stock_ids, lines=reserved)
+    created_us = (rows[0]["created_at"] - _EPOCH) // _MICROSECOND if rows else 0  # one time for the whole batch
+    ids = iter(row["id"] for row in rows)
     return [
-        InsufficientStock(shortages=short) if short else [next(rows) for _ in request]
+        InsufficientStock(shortages=short) if short else (created_us, [next(ids) for _ in request])
         for request, short in zip(requests, outcomes, strict=True)
     ]
 
