@@ -10,6 +10,7 @@ The lock is only the fast path. If it expires mid-section (a stall past the TTL)
 guards: every change is a conditional UPDATE under CHECK constraints.
 """
 
+import itertools
 import logging
 import os
 import threading
@@ -21,6 +22,8 @@ from contextlib import contextmanager
 import redis
 from django.conf import settings
 from django.core.cache import caches
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from redis.exceptions import LockNotOwnedError, NoScriptError
 from redis.lock import Lock
 
@@ -267,7 +270,7 @@ class QueuedLock(Lock):
         and if we waited for them all to queue again, every batch would take nearly every buyer and
         the next one almost none, so a buyer who missed a batch would wait for two.
         """
-        token = token if isinstance(token, bytes) else (token or uuid.uuid4().hex).encode()
+        token = token if isinstance(token, bytes) else token.encode() if token else _new_token()
         blocking = self.blocking if blocking is None else blocking
         wait = (self.blocking_timeout if blocking_timeout is None else blocking_timeout) if blocking else 0
         wait = 24 * 3600 if wait is None else wait  # redis-py's None: wait (practically) forever
@@ -498,12 +501,48 @@ def _refuse_nested() -> None:
         raise RuntimeError(f"Already holding {sorted(held_skus())}: lock every SKU at once, in one call")
 
 
+_tokens = {"pid": None}
+
+
+def _new_token() -> bytes:
+    """A lock owner token, unique per acquisition: a random prefix per process and a counter.
+
+    A hot-SKU buyer makes one per purchase, and ``uuid4`` (a system call and an object) cost more.
+    """
+    if _tokens["pid"] != os.getpid():  # a forked child must not repeat its parent's tokens
+        _tokens.update(pid=os.getpid(), prefix=uuid.uuid4().hex, counter=itertools.count())
+    return f"{_tokens['prefix']}{next(_tokens['counter']):x}".encode()
+
+
+_clients = threading.local()
+_clients_generation = 0  # bumped when the cache settings change (tests): every thread looks again
+
+
+@receiver(setting_changed)
+def _forget_lock_clients(*, setting, **kwargs):
+    global _clients_generation
+    if setting in {"CACHES", "LOCK_CACHE_ALIAS"}:
+        _clients_generation += 1
+
+
+def _lock_client():
+    """This thread's Redis client for locks and the cache's key function, looked up once.
+
+    ``caches[...]`` is a context-local lookup; a hot-SKU buyer would pay it on every purchase.
+    """
+    if getattr(_clients, "generation", None) != _clients_generation:
+        client = caches[settings.LOCK_CACHE_ALIAS].client
+        _clients.redis, _clients.make_key = client.get_client(write=True), client.make_key
+        _clients.generation = _clients_generation
+    return _clients.redis, _clients.make_key
+
+
 def _acquire(sku: str, *, wait: float, kind: bytes = b"", request: bytes = b"") -> tuple[QueuedLock, bool]:
     """One SKU's lock and whether we got it; an unreachable Redis is ``lock_unavailable``."""
-    client = caches[settings.LOCK_CACHE_ALIAS].client
     try:
-        lock = client.get_client(write=True).lock(
-            client.make_key(lock_key(sku)),
+        redis_client, make_key = _lock_client()
+        lock = redis_client.lock(
+            make_key(lock_key(sku)),
             timeout=settings.LOCK_TTL_SECONDS,
             sleep=settings.LOCK_POLL_SECONDS,
             lock_class=QueuedLock,
