@@ -566,10 +566,9 @@ def sku_lock_serving(sku: str, *, kind: str, body: bytes, wait: float | None = N
     A waiter leaves ``body`` with its place in the queue. The holder gets the lock with the queued
     requests of its ``kind`` in ``lock.taken`` (up to STOCK_BATCH_MAX - 1; ``QueuedLock.acquire`` says
     where a batch is cut), carries them out in its own transaction and ``answer``s each after the
-    commit, so one lock hold and one commit serve a
-    whole queue of buyers. Yields ``(lock, None)`` to the holder and ``(None, answer)`` to a served
-    waiter, which holds nothing; ``answer`` is None if the holder died between taking the request
-    and answering (the outcome is then unknown).
+    commit, so one lock hold and one commit serve a whole queue of buyers. Yields ``(lock, None)``
+    to the holder and ``(None, answer)`` to a served waiter, which holds nothing; ``answer`` is None
+    if the holder died between taking the request and answering (the outcome is then unknown).
     """
     _refuse_nested()
     started = time.monotonic()
