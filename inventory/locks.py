@@ -501,17 +501,21 @@ def _refuse_nested() -> None:
         raise RuntimeError(f"Already holding {sorted(held_skus())}: lock every SKU at once, in one call")
 
 
-_tokens = {"pid": None}
-
-
 def _new_token() -> bytes:
     """A lock owner token, unique per acquisition: a random prefix per process and a counter.
 
     A hot-SKU buyer makes one per purchase, and ``uuid4`` (a system call and an object) cost more.
     """
-    if _tokens["pid"] != os.getpid():  # a forked child must not repeat its parent's tokens
-        _tokens.update(pid=os.getpid(), prefix=uuid.uuid4().hex, counter=itertools.count())
-    return f"{_tokens['prefix']}{next(_tokens['counter']):x}".encode()
+    return f"{_token_prefix}{next(_token_counter):x}".encode()
+
+
+def _new_token_prefix() -> None:
+    global _token_prefix, _token_counter
+    _token_prefix, _token_counter = uuid.uuid4().hex, itertools.count()
+
+
+_new_token_prefix()
+os.register_at_fork(after_in_child=_new_token_prefix)  # a forked child must not repeat its parent's tokens
 
 
 _clients = threading.local()

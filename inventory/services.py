@@ -341,18 +341,30 @@ def stock_reserve(*, order, expires_at) -> list[Reservation]:
     created_us, ids = stock_section_combined(
         skus=[line[0] for line in lines],
         kind="reserve",
-        request=((expires_at - _EPOCH) // _MICROSECOND, lines),
+        request=(_microseconds(expires_at), lines),
         execute=_stock_reserve_batch,
     )
-    created = {"created_at": _EPOCH + created_us * _MICROSECOND}
-    created["updated_at"] = created["created_at"]
+    created_at = _datetime(created_us)
     return [
-        from_row(Reservation, _reservation_row(line_id, product_id, quantity, expires_at) | created | {"id": pk})
+        from_row(
+            Reservation,
+            _reservation_row(line_id, product_id, quantity, expires_at)
+            | {"id": pk, "created_at": created_at, "updated_at": created_at},
+        )
         for pk, (_, line_id, _, product_id, quantity) in zip(ids, lines, strict=True)
     ]
 
 
 _EPOCH, _MICROSECOND = datetime(1970, 1, 1, tzinfo=UTC), timedelta(microseconds=1)
+
+
+def _microseconds(moment: datetime) -> int:
+    """``moment`` as an int for a queued request or answer (exact: datetimes hold microseconds)."""
+    return (moment - _EPOCH) // _MICROSECOND
+
+
+def _datetime(microseconds: int) -> datetime:
+    return _EPOCH + microseconds * _MICROSECOND
 
 
 def _stock_reserve_batch(requests) -> list:
@@ -361,14 +373,13 @@ def _stock_reserve_batch(requests) -> list:
     The buyer has the rest, and an answer of ints travels and unpickles cheaply (see stock_reserve).
     """
     requests = [
-        [(sku, LineToReserve(*ids, _EPOCH + expires_us * _MICROSECOND)) for sku, *ids in lines]
-        for expires_us, lines in requests
+        [(sku, LineToReserve(*ids, _datetime(expires_us))) for sku, *ids in lines] for expires_us, lines in requests
     ]
     demands = [[Demand(line.product_id, sku, line.quantity) for sku, line in request] for request in requests]
     stock_ids, outcomes = stock_allocate(demands=demands)
     reserved = [line for request, short in zip(requests, outcomes, strict=True) if not short for _, line in request]
     rows = stock_reservations_create(stock_ids=stock_ids, lines=reserved)
-    created_us = (rows[0]["created_at"] - _EPOCH) // _MICROSECOND if rows else 0  # one time for the whole batch
+    created_us = _microseconds(rows[0]["created_at"]) if rows else 0  # one time for the whole batch
     ids = iter(row["id"] for row in rows)
     return [
         InsufficientStock(shortages=short) if short else (created_us, [next(ids) for _ in request])
