@@ -250,9 +250,10 @@ def limits(cells, workers) -> list[str]:
         f"{cores * 1000 / place.cpu_ms_per_op:,.0f}/s; the floor's cap is {cores * 1000 / floor.cpu_ms_per_op:,.0f}/s. "
         "The ratios to the floor are ratios of CPU per order, not of waiting.",
         f"- **Where it goes.** One order alone (no batch to share with) costs {alone.cpu_ms_per_op:.1f} ms of CPU "
-        "(the uniform W=1 row): two Redis round trips (acquire-and-wait, release) and six SQL round trips "
-        "(Django's transaction sets autocommit off and on around the commit; the guarded UPDATE, which hands "
-        "back the stock row's id so nothing is read first, and two bulk INSERTs). Group commit shares the "
+        "(the uniform W=1 row): two Redis round trips (acquire-and-wait, release) and four SQL round trips "
+        "(the guarded UPDATE, which hands back the stock row's id so nothing is read first, two bulk INSERTs "
+        "and the COMMIT; the autocommit switches Django's transaction adds around each commit are not sent "
+        "between transactions that follow one another, config/mysql). Group commit shares the "
         "holder's part over a batch, so a hot SKU gets "
         "cheaper per order as buyers queue up; each buyer still pays its own Redis round trip, pickling and "
         "Python, and one wake-up (the client share above).",
@@ -280,7 +281,7 @@ def limits(cells, workers) -> list[str]:
         + f". Once the {cores} cores are busy, throughput stops growing and more processes only add "
         "wake-ups: the clients' CPU per order by W is "
         + ", ".join(f"{cell.cpu['clients'] * 1000 / cell.ops:.2f}" for cell in uniform if cell.ops)
-        + " ms (each order blocks and wakes on eight round trips, and with more processes each wake-up "
+        + " ms (each order blocks and wakes on six round trips, and with more processes each wake-up "
         "finds colder caches). The locks never serialise different SKUs (no global lock), the CPU does: "
         f"a single lock held for a whole order ({alone.p50_ms:.1f} ms at W=1, p50) would cap the shop at "
         f"{1000 / alone.p50_ms:,.0f} orders/s, and W={uniform[1].workers} sold {uniform[1].throughput:,.0f}/s.",

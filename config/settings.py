@@ -97,6 +97,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
         "isolation_level": "read committed",
     }
     DATABASES["default"]["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"}
+    # Django's backend, minus the autocommit switches between back-to-back transactions (config/mysql).
+    DATABASES["default"]["ENGINE"] = "config.mysql"
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several processes (web, workers) share the file: wait for the writer instead of failing.
     DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.contrib.auth.models import Permission
 from django.contrib.messages import get_messages
 from django.core.cache import caches
+from django.db import connections
 
 from inventory.models import Stock, StockMovement
 from inventory.services import stock_restock
@@ -17,7 +18,7 @@ _sku_numbers = itertools.count(1)
 
 
 def pytest_configure(config):
-    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.mysql" or settings.REDIS_MODE != "redis":
+    if connections["default"].vendor != "mysql" or settings.REDIS_MODE != "redis":
         raise pytest.UsageError(
             "The suite proves locking on real MariaDB and Redis: run it with bin/test "
             "(or set DATABASE_URL=mysql://... and REDIS_URL=redis://...)."
