@@ -11,6 +11,7 @@ from orders.services import order_place
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+STOCK_TABLE = f"`{Stock._meta.db_table}`"
 COUNTERS = ("Com_set_option", "Com_commit", "Com_update", "Questions")
 
 
@@ -35,7 +36,7 @@ def committed_on_hand(stock_id: int) -> int:
     other = MySQLdb.connect(**connection.get_connection_params())
     try:
         cursor = other.cursor()
-        cursor.execute(f"SELECT on_hand FROM {connection.ops.quote_name(Stock._meta.db_table)} WHERE id = %s", [stock_id])
+        cursor.execute(f"SELECT on_hand FROM {STOCK_TABLE} WHERE id = %s", [stock_id])
         return cursor.fetchone()[0]
     finally:
         other.close()
@@ -58,8 +59,7 @@ def test_back_to_back_atomic_blocks_switch_autocommit_off_once_and_on_once_in_al
 def test_two_reservations_in_a_row_cost_their_statements_and_one_switch_off_and_on_in_all(make_product):
     make_product(sku="SKU-0", stock=10)
     placed = [
-        order_place(email="a@example.com", items=[{"sku": "SKU-0", "quantity": 1}], idempotency_key=key)
-        for key in "ab"
+        order_place(email="a@example.com", items=[{"sku": "SKU-0", "quantity": 1}], idempotency_key=key) for key in "ab"
     ]
     orders = list(Order.objects.prefetch_related("lines__product").filter(pk__in=[order.pk for order in placed]))
 
@@ -78,7 +78,7 @@ def test_a_statement_outside_a_transaction_after_a_block_is_committed_at_once(ma
         Stock.objects.filter(pk=stock.pk).update(on_hand=11)
     cursor = early_cursor if cursor_opened == "before the block" else connection.cursor()
     with cursor:
-        cursor.execute(f"UPDATE {connection.ops.quote_name(Stock._meta.db_table)} SET on_hand = 12 WHERE id = %s", [stock.pk])
+        cursor.execute(f"UPDATE {STOCK_TABLE} SET on_hand = 12 WHERE id = %s", [stock.pk])
 
     assert committed_on_hand(stock.pk) == 12
 
