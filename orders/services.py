@@ -228,7 +228,7 @@ def _orders_by_key(requests: list[_PlaceRequest]) -> dict[tuple[str, str], Order
         # Both columns, so the (scope, hash) unique index answers it rather than a scan of every order.
         for order in Order.all_objects.filter(
             idempotency_scope__in={r.scope for r in requests}, idempotency_key_hash__in={r.key_hash for r in requests}
-        )
+        ).order_by()  # a lookup: the model's ordering would only cost a sort and its compilation
     }
 
 

@@ -10,7 +10,7 @@ from shop.models import Product
 def product_map_orderable(*, skus: Iterable[str]) -> dict[str, Product]:
     """Products by SKU, refusing unknown SKUs and products that are inactive or deleted."""
     skus = sorted(set(skus))
-    found = {product.sku: product for product in Product.all_objects.filter(sku__in=skus)}
+    found = {product.sku: product for product in Product.all_objects.filter(sku__in=skus).order_by()}
     unknown = [sku for sku in skus if sku not in found]
     if unknown:
         raise UnknownProduct(skus=unknown)
