@@ -355,6 +355,7 @@ class Cell:
     units_per_client: list[int] = field(default_factory=list)
     oversold: int = 0
     cpu: dict = field(default_factory=dict)  # CPU seconds used in the timed phase, by clients and servers
+    machine_busy: float = 0.0  # cores the whole machine kept busy in the timed phase (kernel included)
     buy_cpu_p50_ms: float = 0.0  # a buyer's own CPU per purchase, median: on a hot SKU, a served buyer's
 
     @property
@@ -420,7 +421,8 @@ def _rollback_if_broken() -> None:
 def _race(design, workload, workers, duration, max_refusals, warmup=0.0):
     """Run the clients; those still stuck a minute after the phase (a design that deadlocks) are killed.
 
-    Returns their results, how many were stuck, and the CPU the servers used while clients were timed.
+    Returns their results, how many were stuck, the CPU the servers used while clients were timed and
+    how many cores the whole machine kept busy meanwhile.
     A timed race (``warmup``) keeps every client buying until all have reported.
     """
     ctx = multiprocessing.get_context("fork")
@@ -441,7 +443,7 @@ def _race(design, workload, workers, duration, max_refusals, warmup=0.0):
     except threading.BrokenBarrierError:
         pass  # a client hung in its first purchase (a design that deadlocks): the rest time out below
     time.sleep(warmup)
-    servers_at_start = server_cpu()
+    servers_at_start, machine_at_start = server_cpu(), machine_cpu()
     deadline = time.monotonic() + duration + 60
     results = []
     for _ in procs:
@@ -450,6 +452,7 @@ def _race(design, workload, workers, duration, max_refusals, warmup=0.0):
         except queue.Empty:
             break
     servers_used = server_cpu(servers_at_start)
+    machine_busy = _per_second(machine_cpu(), machine_at_start)
     if everyone_done is not None:
         everyone_done.set()
         for proc in procs:
@@ -458,10 +461,25 @@ def _race(design, workload, workers, duration, max_refusals, warmup=0.0):
         if proc.is_alive():
             proc.kill()
         proc.join()
-    return results, workers - len(results), servers_used
+    return results, workers - len(results), servers_used, machine_busy
 
 
 SERVERS = {"mariadb": "mariadbd", "redis": "redis-server"}
+
+
+def machine_cpu() -> tuple[float, float]:
+    """CPU seconds the whole machine has spent not idle (every process and the kernel), and when: /proc/stat.
+
+    Summing our processes misses what the kernel does for them outside their accounts (loopback
+    networking in soft interrupts, wake-ups) and whatever else runs: this tells whether cores were free.
+    """
+    with open("/proc/stat") as stat:
+        user, nice, system, idle, iowait, irq, softirq, steal = map(int, stat.readline().split()[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK"), time.monotonic()
+
+
+def _per_second(now: tuple[float, float], then: tuple[float, float]) -> float:
+    return (now[0] - then[0]) / (now[1] - then[1]) if now[1] > then[1] else 0.0
 
 
 def server_cpu(since: dict | None = None) -> dict:
@@ -483,7 +501,9 @@ def run_cell(design_class, workload: Workload, workers: int, duration: float) ->
     cell = Cell(workload.name, design.name, design.ours, workers)
 
     design.prepare(workload, workload.skus, AMPLE)
-    results, stuck, servers_used = _race(design, workload, workers, duration, max_refusals=10**9, warmup=WARMUP)
+    results, stuck, servers_used, cell.machine_busy = _race(
+        design, workload, workers, duration, max_refusals=10**9, warmup=WARMUP
+    )
     latencies = sorted(lat for _, _, lats, *_ in results for lat in lats)
     cell.ops = sum(sold for _, _, _, sold, *_ in results)
     cell.elapsed = max(end for _, end, *_ in results) - min(start for start, *_ in results) if results else 0.0
@@ -501,7 +521,7 @@ def run_cell(design_class, workload: Workload, workers: int, duration: float) ->
     # The sell-out race: small stock, everyone buys until refused a few times (or time is up).
     design.prepare(workload, workload.sellout_skus, workload.sellout_stock)
     sellout = Workload(workload.name, workload.title, workload.sellout_skus, workload.lines, workload.sellout_skus, 0)
-    _, stuck, _ = _race(design, sellout, workers, duration, max_refusals=5)
+    _, stuck, *_ = _race(design, sellout, workers, duration, max_refusals=5)
     if stuck:
         cell.errors["stuck in sell-out, killed"] += stuck
     cell.oversold = sum(max(0, sold - workload.sellout_stock) for sold in design.sold_by_row().values())
@@ -527,7 +547,7 @@ def run_matrix(*, workloads, workers, designs, duration, progress=print) -> list
                 progress(
                     f"{workload_name:8} W={count:<3} {cell.design:30} {cell.throughput:8.0f}/s "
                     f"p50 {cell.p50_ms:7.1f} ms  p99 {cell.p99_ms:7.1f} ms  oversold {cell.oversold}  "
-                    f"cpu/op {cell.cpu_ms_per_op:.2f} ms {_cpu_split(cell)}  "
+                    f"cpu/op {cell.cpu_ms_per_op:.2f} ms {_cpu_split(cell)}  cores busy {cell.machine_busy:.2f}  "
                     f"errors {dict(cell.errors) or '-'}"
                 )
                 cells.append(cell)

@@ -6,6 +6,8 @@ start of another atomic block, neither switch is sent (mysqlclient skips a switc
 server is already in). A hot SKU's lock holder runs batch after batch with no SQL in between, and
 each of its round trips is one every queued buyer waits for (bench/reserve.py). Anything sent
 outside a transaction still runs in autocommit: the switch goes first, on the same connection.
+Nothing is left uncommitted by the wait: Django commits or rolls back before it turns autocommit
+on (its contract for ``set_autocommit``), so the switch has no open transaction to commit.
 """
 
 from django.db.backends.mysql import base
