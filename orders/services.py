@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import EmailValidator
+from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
 from django.db.models import Q, Sum
 from django.db.models.functions import Now
@@ -73,7 +73,7 @@ def _idempotency_scope(*, customer, email) -> tuple[str, str]:
         raise InvalidInput(fields={"email": "Give an email address."})
     email = email.strip().lower()
     try:
-        EmailValidator()(email)
+        validate_email(email)
     except ValidationError:
         raise InvalidInput(fields={"email": "Give a valid email address."}) from None
     if len(email) > 254:

@@ -6,7 +6,7 @@ from django.utils import timezone
 from inventory.errors import InvalidInput
 from inventory.models import Reservation, StockMovement
 from orders.errors import IdempotencyConflict, OrderExpired, OrderNotCancellable, OrderNotPayable, PaymentDeclined
-from orders.models import Order
+from orders.models import Order, new_order_number
 from orders.services import order_cancel, order_expire, order_fail_payment, order_pay, order_place
 from tests.conftest import assert_books_balance, stock_of
 
@@ -37,6 +37,15 @@ def test_place_snapshots_prices_and_sets_the_expiry(make_product, customer, sett
     mug.save()
     assert str(Order.objects.get(pk=order.pk).total) == "9.00"
     assert len(order.number) == 10
+
+
+def test_order_numbers_use_only_the_unambiguous_letters_and_each_letter_turns_up():
+    numbers = [new_order_number() for _ in range(2000)]
+
+    assert all(len(number) == 10 for number in numbers)
+    assert len(set(numbers)) == len(numbers)
+    # No 0/O/1/I; and over 20,000 letters every one of the 32 appears (a bias to a few would not).
+    assert set("".join(numbers)) == set("ABCDEFGHJKLMNPQRSTUVWXYZ23456789")
 
 
 def test_a_replay_with_the_same_key_returns_the_same_order(make_product, customer):
