@@ -28,7 +28,3 @@ class Product(BaseModel):
 
     def __str__(self):
         return f"{self.sku} {self.name}"
-
-    @property
-    def is_orderable(self) -> bool:
-        return self.is_active and not self.is_deleted
