@@ -38,7 +38,7 @@ from inventory.errors import (
     StaleStock,
 )
 from inventory.models import Reservation, Stock, StockMovement
-from shop.basemodels import bulk_insert, from_row
+from shop.basemodels import bulk_insert, from_row, select_in
 from shop.selectors import product_get_for_stock
 
 logger = logging.getLogger(__name__)
@@ -234,14 +234,7 @@ def stock_allocate(*, demands: list[list[Demand]]) -> tuple[dict[int, int], list
 
 def _stock_counts(product_ids: Iterable[int]) -> tuple[dict[int, int], dict[int, int]]:
     """Stock row ids and available units, by product (products without a stock row have neither)."""
-    product_ids = sorted(set(product_ids))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT product_id, id, on_hand - reserved FROM {_stock_table()} "
-            f"WHERE product_id IN ({', '.join(['%s'] * len(product_ids))})",
-            product_ids,
-        )
-        rows = cursor.fetchall()
+    rows = select_in(Stock, "product_id, id, on_hand - reserved", product_id=sorted(set(product_ids)))
     return {product_id: pk for product_id, pk, _ in rows}, {product_id: free for product_id, _, free in rows}
 
 

@@ -13,7 +13,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q, Sum
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -45,7 +45,7 @@ from orders.errors import (
 from orders.models import Order, OrderLine, new_order_number
 from orders.payments import payment_gateway
 from orders.selectors import order_list_final_holding_stock, order_list_overdue, order_list_overdue_holding
-from shop.basemodels import bulk_insert, from_row
+from shop.basemodels import bulk_insert, from_row, select_in
 from shop.clock import db_now
 from shop.selectors import product_map_orderable
 
@@ -228,16 +228,16 @@ def _orders_by_key(requests: list[_PlaceRequest]) -> dict[tuple[str, str], Order
     none, so building the query with the ORM was most of its cost (471 against 87 us of CPU). Only
     replays, which are rare, are loaded with the ORM.
     """
-    scopes, hashes = sorted({r.scope for r in requests}), sorted({r.key_hash for r in requests})
-    with connection.cursor() as cursor:
-        # Both columns, so the (scope, hash) unique index answers it rather than a scan of every order.
-        cursor.execute(
-            f"SELECT id FROM {connection.ops.quote_name(Order._meta.db_table)} "
-            f"WHERE idempotency_scope IN ({', '.join(['%s'] * len(scopes))}) "
-            f"AND idempotency_key_hash IN ({', '.join(['%s'] * len(hashes))})",
-            [*scopes, *hashes],
+    # Both columns, so the (scope, hash) unique index answers it rather than a scan of every order.
+    ids = [
+        pk
+        for (pk,) in select_in(
+            Order,
+            "id",
+            idempotency_scope=sorted({r.scope for r in requests}),
+            idempotency_key_hash=sorted({r.key_hash for r in requests}),
         )
-        ids = [pk for (pk,) in cursor.fetchall()]
+    ]
     if not ids:
         return {}
     return {

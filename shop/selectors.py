@@ -2,11 +2,11 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import NamedTuple
 
-from django.db import connection
 from django.db.models import F, QuerySet
 from django.db.models.functions import Coalesce
 
 from inventory.errors import ProductUnavailable, UnknownProduct
+from shop.basemodels import select_in
 from shop.models import Product
 
 
@@ -25,13 +25,7 @@ def product_map_orderable(*, skus: Iterable[str]) -> dict[str, OrderableProduct]
     """
     skus = sorted(set(skus))
     price = Product._meta.get_field("price")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT sku, id, price, is_active, is_deleted FROM {connection.ops.quote_name(Product._meta.db_table)} "
-            f"WHERE sku IN ({', '.join(['%s'] * len(skus))})",
-            skus,
-        )
-        rows = cursor.fetchall()
+    rows = select_in(Product, "sku, id, price, is_active, is_deleted", sku=skus)
     found = {sku: OrderableProduct(pk, price.to_python(value)) for sku, pk, value, _, _ in rows}
     unknown = [sku for sku in skus if sku not in found]
     if unknown:
