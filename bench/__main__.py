@@ -248,10 +248,10 @@ def limits(cells, workers) -> list[str]:
         f"{cores * 1000 / place.cpu_ms_per_op:,.0f}/s; the floor's cap is {cores * 1000 / floor.cpu_ms_per_op:,.0f}/s. "
         "The ratios to the floor are ratios of CPU per order, not of waiting.",
         f"- **Where it goes.** One order alone (no batch to share with) costs {alone.cpu_ms_per_op:.1f} ms of CPU "
-        "(the uniform W=1 row): two Redis round trips (acquire-and-wait, release) and four SQL round trips "
-        "(the guarded UPDATE, which hands back the stock row's id so nothing is read first, two bulk INSERTs "
-        "and the COMMIT; the autocommit switches Django's transaction adds around each commit are not sent "
-        "between transactions that follow one another, config/mysql). Group commit shares the "
+        "(the uniform W=1 row): two Redis round trips (acquire-and-wait, release) and two SQL round trips "
+        "(the reservation and ledger INSERTs and the guarded UPDATE, sent together after a savepoint so "
+        "nothing is read first, then the COMMIT; the autocommit switches Django's transaction adds around "
+        "each commit are not sent between transactions that follow one another, config/mysql). Group commit shares the "
         "holder's part over a batch, so a hot SKU gets "
         "cheaper per order as buyers queue up; each buyer still pays its own Redis round trip, pickling and "
         "Python, and one wake-up (the client share above).",
@@ -418,7 +418,7 @@ def write_report(args, cells, extra_rounds, http_runs, sweep_results, lock_rows,
         "",
         "## Round trips per order (pinned by tests/inventory/test_round_trips.py)",
         "",
-        *_table(["path", "SQL statements", "Redis round trips"], trips),
+        *_table(["path", "SQL round trips", "Redis round trips"], trips),
         "",
         "## Profile of the hot path",
         "",

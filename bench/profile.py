@@ -24,7 +24,7 @@ def _place(skus):
 
 
 def round_trips() -> list[list]:
-    """SQL statements and Redis commands of one uncontended order, for one SKU and for three."""
+    """SQL and Redis round trips of one uncontended order, for one SKU and for three."""
     rows = []
     for count in (1, 3):
         skus = [product.sku for product in shop_rows(count, 1000)]

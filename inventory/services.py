@@ -38,7 +38,7 @@ from inventory.errors import (
     StaleStock,
 )
 from inventory.models import Reservation, Stock, StockMovement
-from shop.basemodels import bulk_insert, from_row, select_in
+from shop.basemodels import from_row, insert_returning, select_in, statements_run
 from shop.selectors import product_get_for_stock
 
 logger = logging.getLogger(__name__)
@@ -194,23 +194,36 @@ class Demand:
     quantity: int
 
 
-def stock_allocate(*, demands: list[list[Demand]]) -> tuple[dict[int, int], list[list[dict] | None]]:
+def stock_allocate(*, demands: list[list[Demand]]) -> list[list[dict] | None]:
     """Reserve for ``demands`` in order, each all or nothing, with one guarded UPDATE per SKU.
 
-    Call inside the stock section. Returns the stock row ids by product and per demand None (reserved)
-    or its shortages. What we read is current because we hold the locks; if a lock was lost and a
-    rival changed a row since, its guarded UPDATE refuses and ``InsufficientStock`` rolls the section
-    back. The statements are plain SQL: this is the hot path, and building them with the ORM cost
-    more CPU than the database spent running them (bench/profile.py).
+    Call inside the stock section. Returns per demand None (reserved) or its shortages. What we read
+    is current because we hold the locks; if a lock was lost and a rival changed a row since, its
+    guarded UPDATE refuses and ``InsufficientStock`` rolls the section back. The statements are
+    plain SQL: this is the hot path, and building them with the ORM cost more CPU than the database
+    spent running them (bench/profile.py).
     """
     skus = {want.product_id: want.sku for demand in demands for want in demand}
     if len(skus) == 1:
         # One SKU (a hot SKU's batch, a one-line order): when its stock covers every demand, as it
         # does until a sell-out, one guarded UPDATE reserves them all; only a shortage needs the read.
         [product_id] = skus
-        if stock_id := _stock_reserve_guarded_all(product_id, sum(w.quantity for d in demands for w in d)):
-            return {product_id: stock_id}, [None] * len(demands)
+        if _stock_reserve_guarded_all(product_id, sum(w.quantity for d in demands for w in d)):
+            return [None] * len(demands)
     stock_ids, left = _stock_counts(skus)
+    outcomes, totals = _stock_shares(demands, left)
+    for product_id, total in sorted(totals.items()):
+        if not _stock_reserve_guarded(total, "id", stock_ids[product_id]):
+            stock = Stock.objects.get(pk=stock_ids[product_id])
+            raise InsufficientStock(
+                shortages=[{"sku": skus[product_id], "requested": total, "available": stock.available}]
+            )
+    return outcomes
+
+
+def _stock_shares(demands: list[list[Demand]], left: dict[int, int]) -> tuple[list[list[dict] | None], Counter]:
+    """Which demands, in order, the ``left`` units by product cover whole: per demand None or its
+    shortages, and the units to reserve by product."""
     totals, outcomes = Counter(), []
     for demand in demands:
         short = [
@@ -223,13 +236,7 @@ def stock_allocate(*, demands: list[list[Demand]]) -> tuple[dict[int, int], list
                 left[want.product_id] -= want.quantity
                 totals[want.product_id] += want.quantity
         outcomes.append(short or None)
-    for product_id, total in sorted(totals.items()):
-        if not _stock_reserve_guarded(stock_ids[product_id], total):
-            stock = Stock.objects.get(pk=stock_ids[product_id])
-            raise InsufficientStock(
-                shortages=[{"sku": skus[product_id], "requested": total, "available": stock.available}]
-            )
-    return stock_ids, outcomes
+    return outcomes, totals
 
 
 def _stock_counts(product_ids: Iterable[int]) -> tuple[dict[int, int], dict[int, int]]:
@@ -238,40 +245,25 @@ def _stock_counts(product_ids: Iterable[int]) -> tuple[dict[int, int], dict[int,
     return {product_id: pk for product_id, pk, _ in rows}, {product_id: free for product_id, _, free in rows}
 
 
-def _stock_table() -> str:
-    return connection.ops.quote_name(Stock._meta.db_table)
-
-
 def _reserve_update(quantity: int, key_column: str, key: int) -> tuple[str, str, list]:
     """The guarded UPDATE that reserves ``quantity`` more units of the stock row ``key_column = key``.
 
     Returns its SET part, its WHERE part (the database's own guard: only if that many are free) and
     their parameters, so a caller can put a clause between them.
     """
-    update = f"UPDATE {_stock_table()} SET reserved = reserved + %s, version = version + 1, updated_at = %s"
+    update = f"UPDATE {_table_of(Stock)} SET reserved = reserved + %s, version = version + 1, updated_at = %s"
     guard = f"WHERE {key_column} = %s AND on_hand >= reserved + %s"
     return update, guard, [quantity, connection.ops.adapt_datetimefield_value(timezone.now()), key, quantity]
 
 
-def _stock_reserve_guarded_all(product_id: int, quantity: int) -> int | None:
-    """Reserve ``quantity`` more units of a product only if that many are free; its stock row's id, or None.
-
-    One statement and no read before it: the UPDATE itself hands the row's id back.
-    """
-    update, guard, params = _reserve_update(quantity, "product_id", product_id)
-    with connection.cursor() as cursor:
-        if connection.vendor == "mysql":
-            # MySQL's idiom for an UPDATE that returns a column: it becomes the connection's insert id.
-            cursor.execute(f"{update}, id = LAST_INSERT_ID(id) {guard}", params)
-            return cursor.lastrowid if cursor.rowcount == 1 else None
-        cursor.execute(f"{update} {guard} RETURNING id", params)  # SQLite, the zero-configuration mode
-        row = cursor.fetchone()
-        return row[0] if row else None
+def _stock_reserve_guarded_all(product_id: int, quantity: int) -> bool:
+    """Reserve ``quantity`` more units of a product only if that many are free (no read before it)."""
+    return _stock_reserve_guarded(quantity, "product_id", product_id)
 
 
-def _stock_reserve_guarded(stock_id: int, quantity: int) -> bool:
-    """Reserve ``quantity`` more units of a stock row only if that many are free."""
-    update, guard, params = _reserve_update(quantity, "id", stock_id)
+def _stock_reserve_guarded(quantity: int, key_column: str, key: int) -> bool:
+    """Reserve ``quantity`` more units of the stock row ``key_column = key`` only if that many are free."""
+    update, guard, params = _reserve_update(quantity, key_column, key)
     with connection.cursor() as cursor:
         cursor.execute(f"{update} {guard}", params)
         return cursor.rowcount == 1
@@ -287,30 +279,107 @@ class LineToReserve(NamedTuple):
     expires_at: datetime
 
 
-def stock_reservations_create(*, stock_ids: dict[int, int], lines: list[LineToReserve]) -> list[dict]:
-    """Reservation and ledger rows for lines that ``stock_allocate`` reserved: two INSERTs, however many.
+def stock_reservations_create(*, lines: list[LineToReserve]) -> list[dict]:
+    """Reservation and ledger rows for lines that ``stock_allocate`` reserved units for, however many.
 
-    Returns the reservation rows (``from_row`` makes instances of them).
+    Two INSERTs in one round trip (``statements_run``). Returns the reservation rows (``from_row``
+    makes instances of them).
     """
-    reservations = bulk_insert(
-        Reservation, [_reservation_row(line.line_id, line.product_id, line.quantity, line.expires_at) for line in lines]
+    if not lines:
+        return []
+    statements, rows = _reservations_statements(lines)
+    ids, recorded = statements_run(connection.alias, statements)
+    return _reservations_inserted(rows, ids, recorded)
+
+
+def _stock_reserve_one_product(requests: list[list[tuple[str, LineToReserve]]]) -> tuple[list, list[dict]]:
+    """Reserve for requests that all ask for one product, each whole or not at all, in queue order.
+
+    Per request None or its shortages, and the reservation rows. Until a sell-out the stock covers
+    them all and this is one round trip; short, the stock's count comes back with the rollback.
+    """
+    lines = [line for request in requests for _, line in request]
+    rows, available = _stock_reserve_all_recorded(lines)
+    if rows is not None:
+        return [None] * len(requests), rows
+    demands = [[Demand(line.product_id, sku, line.quantity) for sku, line in request] for request in requests]
+    outcomes, _ = _stock_shares(demands, {lines[0].product_id: available})
+    covered = [line for request, short in zip(requests, outcomes, strict=True) if not short for _, line in request]
+    if not covered:
+        return outcomes, []
+    rows, available = _stock_reserve_all_recorded(covered)
+    if rows is None:  # a rival took units while we held the lock: it must have lost it
+        total = sum(line.quantity for line in covered)
+        raise InsufficientStock(shortages=[{"sku": requests[0][0][0], "requested": total, "available": available}])
+    return outcomes, rows
+
+
+def _stock_reserve_all_recorded(lines: list[LineToReserve]) -> tuple[list[dict] | None, int]:
+    """Reserve every line, all of one product, with its rows, if the stock covers them all: one round trip.
+
+    The reservation and ledger rows go first and the guarded UPDATE last, after a savepoint. Returns
+    the reservation rows, or if the UPDATE found too few units free, None and how many were free
+    (the rows rolled back). Each round trip saved is one every buyer queued on a hot SKU waits for.
+    """
+    product_id, savepoint = lines[0].product_id, "stock_reserve_all"
+    statements, rows = _reservations_statements(lines)
+    update, guard, params = _reserve_update(sum(line.quantity for line in lines), "product_id", product_id)
+    _, ids, recorded, reserved = statements_run(
+        connection.alias, [(f"SAVEPOINT {savepoint}", []), *statements, (f"{update} {guard}", params)]
     )
-    bulk_insert(
-        StockMovement,
+    if reserved:
+        return _reservations_inserted(rows, ids, recorded), 0
+    _, free = statements_run(
+        connection.alias,
         [
-            {
-                "stock_id": stock_ids[line.product_id],
-                "kind": StockMovement.Kind.RESERVE.value,
-                "on_hand_delta": 0,
-                "reserved_delta": line.quantity,
-                "order_id": line.order_id,
-                "reservation_id": reservation["id"],
-                "reason": "",
-            }
-            for line, reservation in zip(lines, reservations, strict=True)
+            (f"ROLLBACK TO SAVEPOINT {savepoint}", []),
+            (f"SELECT on_hand - reserved FROM {_table_of(Stock)} WHERE product_id = %s", [product_id]),
         ],
     )
-    return reservations
+    return None, max(free[0][0], 0) if free else 0
+
+
+def _reservations_statements(lines: list[LineToReserve]) -> tuple[list[tuple[str, list]], list[dict]]:
+    """The INSERT of the lines' reservations and the INSERT of their ledger rows, and the reservation rows.
+
+    The database builds the ledger rows from the reservations it has just stored, found by their
+    common creation time and their order lines, so they need not wait for the new ids.
+    """
+    insert, params, rows = insert_returning(
+        Reservation, [_reservation_row(line.line_id, line.product_id, line.quantity, line.expires_at) for line in lines]
+    )
+    line_ids = sorted({line.line_id for line in lines})
+    movements, reservations, stocks = _table_of(StockMovement), _table_of(Reservation), _table_of(Stock)
+    order_lines = _table_of(Reservation._meta.get_field("order_line").related_model)
+    record = (
+        f"INSERT INTO {movements} (stock_id, kind, on_hand_delta, reserved_delta, order_id, reservation_id, reason,"
+        " created_at, updated_at)"
+        f" SELECT s.id, %s, 0, r.quantity, l.order_id, r.id, '', r.created_at, r.updated_at FROM {reservations} r"
+        f" JOIN {order_lines} l ON l.id = r.order_line_id JOIN {stocks} s ON s.product_id = r.product_id"
+        f" WHERE {_first_new_id_bound()}r.created_at = %s AND r.order_line_id IN ({', '.join(['%s'] * len(line_ids))})"
+        " ORDER BY r.id"
+    )
+    created_at = Reservation._meta.get_field("created_at").get_db_prep_save(rows[0]["created_at"], connection)
+    return [(insert, params), (record, [StockMovement.Kind.RESERVE.value, created_at, *line_ids])], rows
+
+
+def _first_new_id_bound() -> str:
+    """On MySQL, a bound that has the ledger's INSERT look only at rows at least as new as ours.
+
+    Without it the database may look the rows up by order line, and a line reserved again and
+    again (released and reserved anew) would make every batch read more of them.
+    """
+    return "r.id >= LAST_INSERT_ID() AND " if connection.vendor == "mysql" else ""
+
+
+def _reservations_inserted(rows: list[dict], ids: list[tuple], recorded: int) -> list[dict]:
+    if recorded != len(rows):  # another batch's rows with our time and lines: never expected; rolls back
+        raise StockInvariantBroken(f"{recorded} ledger rows for {len(rows)} new reservations")
+    return [row | {"id": pk} for row, (pk,) in zip(rows, ids, strict=True)]
+
+
+def _table_of(model) -> str:
+    return connection.ops.quote_name(model._meta.db_table)
 
 
 def _reservation_row(line_id: int, product_id: int, quantity: int, expires_at: datetime) -> dict:
@@ -368,10 +437,13 @@ def _stock_reserve_batch(requests) -> list:
     requests = [
         [(sku, LineToReserve(*ids, _datetime(expires_us))) for sku, *ids in lines] for expires_us, lines in requests
     ]
-    demands = [[Demand(line.product_id, sku, line.quantity) for sku, line in request] for request in requests]
-    stock_ids, outcomes = stock_allocate(demands=demands)
-    reserved = [line for request, short in zip(requests, outcomes, strict=True) if not short for _, line in request]
-    rows = stock_reservations_create(stock_ids=stock_ids, lines=reserved)
+    if len({line.product_id for request in requests for _, line in request}) == 1:
+        outcomes, rows = _stock_reserve_one_product(requests)
+    else:
+        demands = [[Demand(line.product_id, sku, line.quantity) for sku, line in request] for request in requests]
+        outcomes = stock_allocate(demands=demands)
+        reserved = [line for request, short in zip(requests, outcomes, strict=True) if not short for _, line in request]
+        rows = stock_reservations_create(lines=reserved)
     created_us = _microseconds(rows[0]["created_at"]) if rows else 0  # one time for the whole batch
     ids = iter(row["id"] for row in rows)
     return [

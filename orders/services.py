@@ -193,14 +193,13 @@ def _orders_place_batch(requests: list[_PlaceRequest]) -> list:
             [Demand(products[line.sku].pk, line.sku, line.quantity) for line in requests[index].lines]
             for index in indices
         ]
-        return stock_allocate(demands=demands) if indices else ({}, [])
+        return stock_allocate(demands=demands) if indices else []
 
-    stock_ids, outcomes = allocate(new)
+    outcomes = allocate(new)
     shortages = dict(zip(new, outcomes, strict=True))
     short = [index for index in new if shortages[index]]
     if short and _orders_expire_overdue_holding(skus=skus):
-        retried_stock_ids, retried = allocate(short)
-        stock_ids.update(retried_stock_ids)
+        retried = allocate(short)
         shortages.update(zip(short, retried, strict=True))
     placing = []
     for index in new:
@@ -209,7 +208,7 @@ def _orders_place_batch(requests: list[_PlaceRequest]) -> list:
         else:
             placing.append(index)
     if placing:
-        for index, order in zip(placing, _orders_create(requests, placing, products, stock_ids), strict=True):
+        for index, order in zip(placing, _orders_create(requests, placing, products), strict=True):
             results[index] = order
     for index, request in enumerate(requests):
         first = first_with_key.get((request.scope, request.key_hash))
@@ -251,7 +250,7 @@ def _replay_result(order: Order, request: _PlaceRequest):
     return order
 
 
-def _orders_create(requests, placing, products, stock_ids) -> list[dict]:
+def _orders_create(requests, placing, products) -> list[dict]:
     """Orders, lines, reservations and ledger rows for the served requests: four INSERTs for the batch."""
     expires_at = db_now() + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
     orders = bulk_insert(
@@ -288,7 +287,6 @@ def _orders_create(requests, placing, products, stock_ids) -> list[dict]:
         ],
     )
     stock_reservations_create(
-        stock_ids=stock_ids,
         lines=[
             LineToReserve(line["id"], line["order_id"], line["product_id"], line["quantity"], expires_at)
             for line in lines

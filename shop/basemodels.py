@@ -92,15 +92,47 @@ def bulk_insert(model: type[models.Model], rows: list[dict]) -> list[dict]:
     if not rows:
         return []
     connection = connections[router.db_for_write(model)]
+    if connection.features.can_return_rows_from_bulk_insert:
+        sql, params, rows = insert_returning(model, rows)
+        [ids] = statements_run(connection.alias, [(sql, params)])
+        return [row | {"id": pk} for row, (pk,) in zip(rows, ids, strict=True)]
+    placeholder, params, rows = _insert_values(connection, model, rows)
+    ids = []
+    with connection.cursor() as cursor:
+        for row in params:
+            cursor.execute(f"INSERT INTO {_insert_into(connection, model, rows)} VALUES {placeholder}", row)
+            ids.append(cursor.lastrowid)
+    return [row | {"id": pk} for row, pk in zip(rows, ids, strict=True)]
+
+
+def insert_returning(model: type[models.Model], rows: list[dict]) -> tuple[str, list, list[dict]]:
+    """``bulk_insert``'s statement, for a caller that sends it with others (``statements_run``).
+
+    Returns the SQL (an INSERT ... RETURNING id, so the backend must support it), its parameters
+    and the rows with their defaults filled in; the statement's result rows are their ids, in order.
+    """
+    connection = connections[router.db_for_write(model)]
+    placeholder, params, rows = _insert_values(connection, model, rows)
+    sql = (
+        f"INSERT INTO {_insert_into(connection, model, rows)} VALUES {', '.join([placeholder] * len(rows))} "
+        f"RETURNING {connection.ops.quote_name(model._meta.pk.column)}"
+    )
+    return sql, [value for row in params for value in row], rows
+
+
+def _insert_into(connection, model, rows) -> str:
+    quote = connection.ops.quote_name
+    return f"{quote(model._meta.db_table)} ({', '.join(quote(model._meta.get_field(name).column) for name in rows[0])})"
+
+
+def _insert_values(connection, model, rows) -> tuple[str, list[list], list[dict]]:
+    """A row's placeholder, each row's parameters as the database takes them, and the rows with defaults."""
     now = timezone.now()
     defaults = {"created_at": now, "updated_at": now}
     if issubclass(model, BaseModel):
         defaults |= {"is_deleted": False, "deleted_at": None}
     rows = [defaults | row for row in rows]
     fields = [model._meta.get_field(name) for name in rows[0]]
-    quote = connection.ops.quote_name
-    table, columns = quote(model._meta.db_table), ", ".join(quote(field.column) for field in fields)
-    placeholder = f"({', '.join(['%s'] * len(fields))})"
     prepared = {}  # a batch shares its timestamps and prices: adapt each distinct one once
 
     def prepare(field, value):
@@ -112,20 +144,30 @@ def bulk_insert(model: type[models.Model], rows: list[dict]) -> list[dict]:
         return prepared[key]
 
     params = [[prepare(field, row[field.attname]) for field in fields] for row in rows]
+    return f"({', '.join(['%s'] * len(fields))})", params, rows
+
+
+def statements_run(using: str, statements: list[tuple[str, list]]) -> list:
+    """Run ``statements`` (SQL, parameters) in order: per statement its rows, or if it returns none its row count.
+
+    On MySQL/MariaDB they go in one round trip (multi-statements, enabled by ``config.mysql``): a lock
+    holder's batch is a chain of statements every queued buyer waits for, and on busy cores each
+    round trip costs two wake-ups. An error stops the ones after it and is raised. Elsewhere they run
+    one by one.
+    """
+    connection = connections[using]
+    results = []
     with connection.cursor() as cursor:
-        if connection.features.can_return_rows_from_bulk_insert:
-            values = ", ".join([placeholder] * len(rows))
-            cursor.execute(
-                f"INSERT INTO {table} ({columns}) VALUES {values} RETURNING {quote(model._meta.pk.column)}",
-                [value for row in params for value in row],
-            )
-            ids = [row[0] for row in cursor.fetchall()]
-        else:
-            ids = []
-            for row in params:
-                cursor.execute(f"INSERT INTO {table} ({columns}) VALUES {placeholder}", row)
-                ids.append(cursor.lastrowid)
-    return [row | {"id": pk} for row, pk in zip(rows, ids, strict=True)]
+        if getattr(connection.features, "can_send_statements_together", False):
+            cursor.execute("; ".join(sql for sql, _ in statements), [p for _, params in statements for p in params])
+            while True:
+                results.append(cursor.fetchall() if cursor.description else cursor.rowcount)
+                if not cursor.nextset():
+                    return results
+        for sql, params in statements:
+            cursor.execute(sql, params)
+            results.append(cursor.fetchall() if cursor.description else cursor.rowcount)
+    return results
 
 
 def from_row(model: type[models.Model], row: dict) -> models.Model:

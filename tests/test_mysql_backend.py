@@ -12,7 +12,7 @@ from orders.services import order_place
 pytestmark = pytest.mark.django_db(transaction=True)
 
 STOCK_TABLE = f"`{Stock._meta.db_table}`"
-COUNTERS = ("Com_set_option", "Com_commit", "Com_update", "Questions")
+COUNTERS = ("Com_set_option", "Com_savepoint", "Com_commit", "Com_update", "Questions")
 
 
 def statements_sent(action) -> dict[str, int]:
@@ -65,9 +65,15 @@ def test_two_reservations_in_a_row_cost_their_statements_and_one_switch_off_and_
 
     sent = statements_sent(lambda: [stock_reserve(order=order, expires_at=order.expires_at) for order in orders])
 
-    # Each reservation: guarded UPDATE, reservations, ledger rows, COMMIT (4 on the wire, 6 with
-    # Django's backend), and the two switches and the status read.
-    assert sent == {"Com_set_option": 2, "Com_commit": 2, "Com_update": 2, "Questions": 2 * 4 + 2 + 1}
+    # Each reservation: savepoint, reservations, ledger rows, guarded UPDATE (one round trip), COMMIT
+    # (5 statements, 7 with Django's backend), and the two switches and the status read.
+    assert sent == {
+        "Com_set_option": 2,
+        "Com_savepoint": 2,
+        "Com_commit": 2,
+        "Com_update": 2,
+        "Questions": 2 * 5 + 2 + 1,
+    }
 
 
 @pytest.mark.parametrize("cursor_opened", ["before the block", "after the block"])

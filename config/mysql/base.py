@@ -8,10 +8,16 @@ each of its round trips is one every queued buyer waits for (bench/reserve.py). 
 outside a transaction still runs in autocommit: the switch goes first, on the same connection.
 Nothing is left uncommitted by the wait: Django commits or rolls back before it turns autocommit
 on (its contract for ``set_autocommit``), so the switch has no open transaction to commit.
+
+It also lets ``shop.basemodels.statements_run`` send several statements in one round trip
+(mysqlclient's MULTI_STATEMENTS flag). Only that helper sends more than one, with every value passed
+as a parameter, as all of Django's SQL is: the flag adds nothing an injection could use unless a
+value were pasted into SQL, which nothing here does.
 """
 
-from django.db.backends.mysql import base
+from django.db.backends.mysql import base, features
 from MySQLdb.connections import Connection
+from MySQLdb.constants import CLIENT
 
 
 class LazyAutocommitConnection(Connection):
@@ -34,7 +40,18 @@ class LazyAutocommitConnection(Connection):
         super().query(query)
 
 
+class DatabaseFeatures(features.DatabaseFeatures):
+    can_send_statements_together = True  # see shop.basemodels.statements_run
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
+    features_class = DatabaseFeatures
+
+    def get_connection_params(self):
+        params = super().get_connection_params()
+        params["client_flag"] = params.get("client_flag", 0) | CLIENT.MULTI_STATEMENTS
+        return params
+
     def get_new_connection(self, conn_params):
         connection = LazyAutocommitConnection(**conn_params)
         if connection.encoders.get(bytes) is bytes:  # as Django's own get_new_connection does

@@ -6,6 +6,7 @@ from multiprocessing.pool import ThreadPool
 
 import pytest
 
+from inventory.errors import InsufficientStock
 from inventory.locks import lock_list
 from inventory.models import Reservation
 from inventory.services import stock_release, stock_reserve
@@ -54,3 +55,43 @@ def test_reservations_a_batch_hands_back_match_the_stored_rows_field_for_field(m
         ]
     assert stock_of(hot).reserved == sum(1 + n % 2 for n in range(6))
     assert_books_balance(hot)
+
+
+def _reserve_or_refusal(order_id):
+    try:
+        return {"reserved": [r.quantity for r in _reserve_order(order_id)]}
+    except InsufficientStock as exc:
+        return exc.as_dict()
+
+
+def _reserve_order(order_id):
+    order = Order.objects.prefetch_related("lines__product").get(pk=order_id)
+    return stock_reserve(order=order, expires_at=order.expires_at)
+
+
+def test_a_batch_the_stock_cannot_cover_reserves_whole_orders_and_leaves_no_rows_for_the_refused(make_product):
+    hot = make_product(sku="HOT", stock=12)
+    orders = []
+    for n in range(6):
+        order = order_place(email="b@example.com", items=[{"sku": "HOT", "quantity": 2}], idempotency_key=f"k{n}")
+        stock_release(order=order, reason=Reservation.ReleaseReason.CANCELLED)
+        orders.append(order)
+    order_place(email="c@example.com", items=[{"sku": "HOT", "quantity": 7}], idempotency_key="big")  # 5 left
+
+    with holding(["HOT"]):  # everyone queues; the first waiter then serves the rest in one batch
+        pool = ThreadPool(1)
+        jobs = [{"order_id": o.pk} for o in orders]
+        pending = pool.apply_async(run_parallel, (_reserve_or_refusal, jobs), {"processes": 6})
+        deadline = time.monotonic() + 30
+        while not any(lock["waiters"] == 6 for lock in lock_list()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    results = pending.get(60)
+    pool.close()
+
+    assert results.count({"reserved": [2]}) == 2  # two whole orders fit in 5
+    refused = [r for r in results if "code" in r]
+    assert len(refused) == 4
+    assert all(r["code"] == "insufficient_stock" and r["shortages"][0]["available"] == 1 for r in refused)
+    assert stock_of(hot).reserved == 7 + 4
+    assert Reservation.objects.filter(order_line__order__in=orders, state=Reservation.State.ACTIVE).count() == 2
+    assert_books_balance(hot)  # the rows of the first, refused try were rolled back with it
