@@ -87,46 +87,22 @@ def bulk_insert(model: type[models.Model], rows: list[dict]) -> list[dict]:
     ``bulk_create`` builds and prepares a model instance per row: for a batch of queued orders on the
     hot path that costs more than the database does (see bench/reserve.py). Every row must name the
     same fields; soft-delete and timestamp columns get their defaults here. Build instances from the
-    returned rows with ``from_row``. Uses INSERT ... RETURNING (MariaDB); elsewhere one INSERT per row.
+    returned rows with ``from_row``. Uses INSERT ... RETURNING (MariaDB 10.5+, SQLite: ``shop.checks``).
     """
     if not rows:
         return []
-    connection = connections[router.db_for_write(model)]
-    if connection.features.can_return_rows_from_bulk_insert:
-        sql, params, rows = insert_returning(model, rows)
-        [ids] = statements_run(connection.alias, [(sql, params)])
-        return [row | {"id": pk} for row, (pk,) in zip(rows, ids, strict=True)]
-    placeholder, params, rows = _insert_values(connection, model, rows)
-    ids = []
-    with connection.cursor() as cursor:
-        for row in params:
-            cursor.execute(f"INSERT INTO {_insert_into(connection, model, rows)} VALUES {placeholder}", row)
-            ids.append(cursor.lastrowid)
-    return [row | {"id": pk} for row, pk in zip(rows, ids, strict=True)]
+    sql, params, rows = insert_returning(model, rows)
+    [ids] = statements_run(router.db_for_write(model), [(sql, params)])
+    return [row | {"id": pk} for row, (pk,) in zip(rows, ids, strict=True)]
 
 
 def insert_returning(model: type[models.Model], rows: list[dict]) -> tuple[str, list, list[dict]]:
     """``bulk_insert``'s statement, for a caller that sends it with others (``statements_run``).
 
-    Returns the SQL (an INSERT ... RETURNING id, so the backend must support it), its parameters
-    and the rows with their defaults filled in; the statement's result rows are their ids, in order.
+    Returns the SQL (an INSERT ... RETURNING id), its parameters and the rows with their defaults
+    filled in; the statement's result rows are their ids, in order.
     """
     connection = connections[router.db_for_write(model)]
-    placeholder, params, rows = _insert_values(connection, model, rows)
-    sql = (
-        f"INSERT INTO {_insert_into(connection, model, rows)} VALUES {', '.join([placeholder] * len(rows))} "
-        f"RETURNING {connection.ops.quote_name(model._meta.pk.column)}"
-    )
-    return sql, [value for row in params for value in row], rows
-
-
-def _insert_into(connection, model, rows) -> str:
-    quote = connection.ops.quote_name
-    return f"{quote(model._meta.db_table)} ({', '.join(quote(model._meta.get_field(name).column) for name in rows[0])})"
-
-
-def _insert_values(connection, model, rows) -> tuple[str, list[list], list[dict]]:
-    """A row's placeholder, each row's parameters as the database takes them, and the rows with defaults."""
     now = timezone.now()
     defaults = {"created_at": now, "updated_at": now}
     if issubclass(model, BaseModel):
@@ -143,8 +119,13 @@ def _insert_values(connection, model, rows) -> tuple[str, list[list], list[dict]
             prepared[key] = field.get_db_prep_save(value, connection)
         return prepared[key]
 
-    params = [[prepare(field, row[field.attname]) for field in fields] for row in rows]
-    return f"({', '.join(['%s'] * len(fields))})", params, rows
+    quote = connection.ops.quote_name
+    placeholder = f"({', '.join(['%s'] * len(fields))})"
+    sql = (
+        f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(field.column) for field in fields)}) "
+        f"VALUES {', '.join([placeholder] * len(rows))} RETURNING {quote(model._meta.pk.column)}"
+    )
+    return sql, [prepare(field, row[field.attname]) for row in rows for field in fields], rows
 
 
 def statements_run(using: str, statements: list[tuple[str, list]]) -> list:

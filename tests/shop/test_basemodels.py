@@ -6,6 +6,7 @@ from django.test.utils import CaptureQueriesContext
 
 from inventory.models import Stock
 from shop.basemodels import insert_returning, statements_run
+from shop.checks import database_returns_inserted_ids
 from shop.models import Product
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -55,3 +56,11 @@ def test_an_error_stops_the_statements_after_it_and_is_raised(make_product):
     with connection.cursor() as cursor:  # and the connection is fit for the next statement
         cursor.execute("SELECT 1")
         assert cursor.fetchone() == (1,)
+
+
+def test_a_database_that_cannot_return_inserted_ids_fails_the_system_check(monkeypatch):
+    assert database_returns_inserted_ids(databases=["default"]) == []
+
+    monkeypatch.setattr(type(connection.features), "can_return_rows_from_bulk_insert", False)  # MySQL, not MariaDB
+
+    assert [error.id for error in database_returns_inserted_ids(databases=["default"])] == ["shop.E001"]
