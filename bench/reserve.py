@@ -537,8 +537,24 @@ def reset_database() -> None:
     empty_tables(StockMovement, Reservation, OrderLine, Order, Stock, Product)
 
 
+def wait_for_quiet_machine(*, busy_below: float = 0.3, timeout: float = 60.0) -> tuple[float, float]:
+    """Wait until the machine's cores are nearly idle, so a matrix's first cell shares them with nothing
+    left over from the cells before (a killed client's rollback, MariaDB's purge). Returns the seconds
+    waited and the cores busy at the end, for the log."""
+    started, then = time.monotonic(), machine_cpu()
+    while True:
+        time.sleep(0.5)
+        now = machine_cpu()
+        busy = _per_second(now, then)
+        if busy < busy_below or now[1] - started >= timeout:
+            return now[1] - started, busy
+        then = now
+
+
 def run_matrix(*, workloads, workers, designs, duration, progress=print) -> list[Cell]:
     reset_database()
+    waited, busy = wait_for_quiet_machine()
+    progress(f"machine quiet after {waited:.1f} s ({busy:.2f} cores busy)")
     cells = []
     for workload_name in workloads:
         for count in workers:
