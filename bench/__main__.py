@@ -144,8 +144,11 @@ def matrix_tables(cells, workers) -> list[str]:
 
 # Share of the cores busy from which a run counts as CPU-bound: the whole machine's, kernel included
 # (/proc/stat). Our processes' own CPU leaves out the kernel's loopback networking and whatever else
-# runs: it read 1.87 cores for a 4-client run that kept the machine 1.93 busy.
-SATURATED = 0.9
+# runs: it read 1.87 cores for a 4-client run that kept the machine 1.93 busy. A step up from a run
+# with less than a fifth of the cores free has less than that to grow into, and the added processes
+# cost more: from W=4 to 16 on 1,000 SKUs every Redis-lock design's CPU per order rose 20-30% (wake-ups,
+# cold caches). In the 07:20 run W=4 kept 1.77 of 2 cores busy, and the step to W=16 sold 13% less.
+SATURATED = 0.8
 
 TARGET_DESIGNS = [reserve.OurStockReserve, reserve.OurOrderPlace, reserve.Floor, reserve.Sell3]
 TARGET_WORKERS = (16, 64)
