@@ -251,7 +251,7 @@ def _replay_result(order: Order, request: _PlaceRequest):
 
 
 def _orders_create(requests, placing, products) -> list[dict]:
-    """Orders, lines, reservations and ledger rows for the served requests: four INSERTs for the batch."""
+    """Orders, lines, reservations and ledger rows for the served requests: four INSERTs in three round trips."""
     expires_at = db_now() + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
     orders = bulk_insert(
         Order,
