@@ -38,7 +38,7 @@ from inventory.errors import (
     StaleStock,
 )
 from inventory.models import Reservation, Stock, StockMovement
-from shop.basemodels import from_row, insert_returning, select_in, statements_run
+from shop.basemodels import from_row, insert_returning, select_in, select_in_statement, statements_run
 from shop.selectors import product_get_for_stock
 
 logger = logging.getLogger(__name__)
@@ -333,7 +333,7 @@ def _stock_reserve_all_recorded(lines: list[LineToReserve]) -> tuple[list[dict] 
         connection.alias,
         [
             (f"ROLLBACK TO SAVEPOINT {savepoint}", []),
-            (f"SELECT on_hand - reserved FROM {_table_of(Stock)} WHERE product_id = %s", [product_id]),
+            select_in_statement(Stock, "on_hand - reserved", product_id=[product_id]),
         ],
     )
     return None, max(free[0][0], 0) if free else 0

@@ -163,14 +163,15 @@ def select_in(model: type[models.Model], columns: str, **values_in) -> list[tupl
     Plain SQL for reads a lock holder makes once per batch: building such a query with the ORM cost
     4-5x the CPU of running it (bench/reserve.py). ``columns`` is SQL; the keywords are column names.
     """
-    connection = connections[router.db_for_read(model)]
-    quote = connection.ops.quote_name
+    [rows] = statements_run(router.db_for_read(model), [select_in_statement(model, columns, **values_in)])
+    return rows
+
+
+def select_in_statement(model: type[models.Model], columns: str, **values_in) -> tuple[str, list]:
+    """``select_in``'s statement and parameters, for a caller that sends it with others (``statements_run``)."""
+    quote = connections[router.db_for_read(model)].ops.quote_name
     where = " AND ".join(
         f"{quote(column)} IN ({', '.join(['%s'] * len(values))})" for column, values in values_in.items()
     )
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {columns} FROM {quote(model._meta.db_table)} WHERE {where}",
-            [value for values in values_in.values() for value in values],
-        )
-        return cursor.fetchall()
+    sql = f"SELECT {columns} FROM {quote(model._meta.db_table)} WHERE {where}"
+    return sql, [value for values in values_in.values() for value in values]

@@ -18,14 +18,38 @@ from tests.race import holding, run_parallel
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _reserve(order_id):
+def _reserve_order(order_id):
     order = Order.objects.prefetch_related("lines__product").get(pk=order_id)
-    reservations = stock_reserve(order=order, expires_at=order.expires_at)
+    return stock_reserve(order=order, expires_at=order.expires_at)
+
+
+def _reserve(order_id):
     return [
         {field.attname: getattr(r, field.attname) for field in Reservation._meta.concrete_fields}
         | {"deferred": sorted(r.get_deferred_fields())}
-        for r in reservations
+        for r in _reserve_order(order_id)
     ]
+
+
+def _reserve_or_refusal(order_id):
+    try:
+        return {"reserved": [r.quantity for r in _reserve_order(order_id)]}
+    except InsufficientStock as exc:
+        return exc.as_dict()
+
+
+def _queued_behind_held_lock(reserve, orders):
+    """Hold HOT's lock until a process per order is queued, then let go: the first waiter serves the rest."""
+    with holding(["HOT"]):
+        pool = ThreadPool(1)
+        jobs = [{"order_id": o.pk} for o in orders]
+        pending = pool.apply_async(run_parallel, (reserve, jobs), {"processes": len(orders)})
+        deadline = time.monotonic() + 30
+        while not any(lock["waiters"] == len(orders) for lock in lock_list()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    results = pending.get(60)
+    pool.close()
+    return results
 
 
 def test_reservations_a_batch_hands_back_match_the_stored_rows_field_for_field(make_product):
@@ -37,14 +61,7 @@ def test_reservations_a_batch_hands_back_match_the_stored_rows_field_for_field(m
         stock_release(order=order, reason=Reservation.ReleaseReason.CANCELLED)  # lines kept, units back
         orders.append(order)
 
-    with holding(["HOT"]):  # everyone queues; the first waiter then serves the rest in one batch
-        pool = ThreadPool(1)
-        pending = pool.apply_async(run_parallel, (_reserve, [{"order_id": o.pk} for o in orders]), {"processes": 6})
-        deadline = time.monotonic() + 30
-        while not any(lock["waiters"] == 6 for lock in lock_list()) and time.monotonic() < deadline:
-            time.sleep(0.02)
-    results = pending.get(60)
-    pool.close()
+    results = _queued_behind_held_lock(_reserve, orders)
 
     assert len({r["created_at"] for result in results for r in result}) == 1  # one batch, one INSERT
     for order, returned in zip(orders, results, strict=True):
@@ -57,18 +74,6 @@ def test_reservations_a_batch_hands_back_match_the_stored_rows_field_for_field(m
     assert_books_balance(hot)
 
 
-def _reserve_or_refusal(order_id):
-    try:
-        return {"reserved": [r.quantity for r in _reserve_order(order_id)]}
-    except InsufficientStock as exc:
-        return exc.as_dict()
-
-
-def _reserve_order(order_id):
-    order = Order.objects.prefetch_related("lines__product").get(pk=order_id)
-    return stock_reserve(order=order, expires_at=order.expires_at)
-
-
 def test_a_batch_the_stock_cannot_cover_reserves_whole_orders_and_leaves_no_rows_for_the_refused(make_product):
     hot = make_product(sku="HOT", stock=12)
     orders = []
@@ -78,15 +83,7 @@ def test_a_batch_the_stock_cannot_cover_reserves_whole_orders_and_leaves_no_rows
         orders.append(order)
     order_place(email="c@example.com", items=[{"sku": "HOT", "quantity": 7}], idempotency_key="big")  # 5 left
 
-    with holding(["HOT"]):  # everyone queues; the first waiter then serves the rest in one batch
-        pool = ThreadPool(1)
-        jobs = [{"order_id": o.pk} for o in orders]
-        pending = pool.apply_async(run_parallel, (_reserve_or_refusal, jobs), {"processes": 6})
-        deadline = time.monotonic() + 30
-        while not any(lock["waiters"] == 6 for lock in lock_list()) and time.monotonic() < deadline:
-            time.sleep(0.02)
-    results = pending.get(60)
-    pool.close()
+    results = _queued_behind_held_lock(_reserve_or_refusal, orders)
 
     assert results.count({"reserved": [2]}) == 2  # two whole orders fit in 5
     refused = [r for r in results if "code" in r]
