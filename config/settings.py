@@ -145,6 +145,10 @@ LOCK_POLL_SECONDS = env.float("LOCK_POLL_SECONDS", default=0.2)
 # A released lock is handed to the next waiter for this long; a waiter that died in the queue costs
 # at most this much. Must cover a live waiter waking up on a busy machine.
 LOCK_HANDOFF_CLAIM_SECONDS = env.float("LOCK_HANDOFF_CLAIM_SECONDS", default=0.5)
+# The socket timeout of the connection a queued buyer waits on. A buyer whose request the holder took
+# waits there for the answer as long as the holder may still commit (a TTL), so it must outlast the TTL
+# (system check inventory.E001); every other lock command keeps the `locks` cache's shorter timeout.
+LOCK_WAIT_SOCKET_TIMEOUT_SECONDS = env.float("LOCK_WAIT_SOCKET_TIMEOUT_SECONDS", default=LOCK_TTL_SECONDS + 5)
 # Waits longer than this are logged so operators see hot SKUs.
 LOCK_WAIT_LOG_SECONDS = env.float("LOCK_WAIT_LOG_SECONDS", default=0.5)
 

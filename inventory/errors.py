@@ -68,8 +68,19 @@ class BelowReserved(DomainError):
 
 
 class LockTimeout(DomainError):
+    """Nothing changed, unless ``outcome`` is ``"unknown"``: then the request may have been carried out."""
+
     code = "lock_timeout"
     default_detail = "The stock is busy; please retry shortly."
+
+    @classmethod
+    def outcome_unknown(cls, **payload) -> "LockTimeout":
+        """A lock holder took the request and no answer came: it may have committed, or not yet."""
+        return cls(
+            "The stock is busy and the outcome of this request is unknown; retry with the same idempotency key.",
+            outcome="unknown",
+            **payload,
+        )
 
 
 class LockUnavailable(DomainError):

@@ -282,6 +282,7 @@ class QueuedLock(Lock):
         deadline = time.monotonic() + wait
         entry, state, taken = b"", 0, []
         quiet = True  # the first try skips the script's reply: its wake-up message tells the outcome
+        self.served, self.served_result = False, None
         try:
             while True:
                 remaining = deadline - time.monotonic()
@@ -292,8 +293,9 @@ class QueuedLock(Lock):
                     break
                 timeout = max(min(poll, remaining), 0.001)
                 if quiet:
+                    connection = self._quiet_connection()  # connecting sends nothing: an error here is definite
                     quiet, entry = False, b"?"  # queued, as far as we know, until a wake-up says otherwise
-                    message = self._acquire_quietly_and_wait(args, wake, timeout)
+                    message = self._acquire_quietly_and_wait(connection, args, wake, timeout)
                 else:
                     (state, entry, *taken), message = self._acquire_and_wait(args, wake, timeout)
                 if message.startswith(b"L"):
@@ -313,6 +315,14 @@ class QueuedLock(Lock):
             if state == 2:
                 self.served, self.served_result = True, self._await_answer(wake)
                 return False
+        except redis.RedisError:
+            if not request or not entry:
+                raise  # nothing of ours reached the queue: nothing changed
+            # A holder may have taken our request before Redis failed us: find out, or say we can't.
+            if self._abandon_after_error(token, entry, ttl_ms, claim_ms):
+                self.served, self.served_result = True, self._await_answer(wake)
+                return False
+            raise
         except BaseException:
             # Interrupted (a time limit, Ctrl-C): leave the queue and pass on a lock handed to us.
             if entry:
@@ -338,7 +348,14 @@ class QueuedLock(Lock):
         result, popped = self._script_then(self.lua_acquire, args, [("BLPOP", wake, timeout)])
         return result, popped[1] if popped else b""
 
-    def _acquire_quietly_and_wait(self, args: list, wake: str, timeout: float) -> bytes:
+    def _quiet_connection(self) -> redis.Connection:
+        """The waiting connection, with the acquire script known to be loaded in Redis."""
+        if not QueuedLock.acquire_script_loaded:
+            self.redis.script_load(self.LUA_ACQUIRE_SCRIPT)
+            QueuedLock.acquire_script_loaded = True
+        return _waiting_connection(self.redis.connection_pool)
+
+    def _acquire_quietly_and_wait(self, connection: redis.Connection, args: list, wake: str, timeout: float) -> bytes:
         """The acquire script with its reply skipped, then BLPOP: our wake-up message (b"" on timeout).
 
         A buyer queued behind a holder thus wakes once, for its hand-off or its answer, instead of
@@ -347,10 +364,6 @@ class QueuedLock(Lock):
         over to us, 'R': served). A skipped reply hides errors too: a script lost with a Redis
         restart shows as a timeout here, and the next try, with replies, loads it again.
         """
-        if not QueuedLock.acquire_script_loaded:
-            self.redis.script_load(self.LUA_ACQUIRE_SCRIPT)
-            QueuedLock.acquire_script_loaded = True
-        connection = _waiting_connection(self.redis.connection_pool)
         try:
             # Packed by hiredis itself, as redis-py does, minus its Python wrapper around each command:
             # that wrapper cost a hot-SKU buyer 8 us per purchase, three times what hiredis did.
@@ -385,13 +398,43 @@ class QueuedLock(Lock):
                 raise result
         return [scripted, *results]
 
+    def _abandon_after_error(self, token: bytes, entry: bytes, ttl_ms: int, claim_ms: int) -> bool:
+        """After a Redis error while queued with a request: True if a holder took it (wait for its answer).
+
+        False: we left the queue with our request untaken, so nothing changed (the error stands). If
+        Redis cannot say, the outcome is unknown: then ``served`` is set with no answer.
+        """
+        try:
+            state = self.lua_abandon(
+                keys=[self.name, self._queue], args=[token, entry, ttl_ms, 0, claim_ms], client=self.redis
+            )
+        except redis.RedisError as exc:
+            logger.error("lock service failed while %s's request was queued; its outcome is unknown: %s", self.sku, exc)
+            self.served, self.served_result = True, None
+            return False
+        return state == 2
+
     def _await_answer(self, wake: str) -> bytes | None:
-        """The holder took our request: its answer comes after its commit, within its lock TTL."""
+        """The holder took our request: its answer comes after its commit, while its lease lasts (a TTL).
+
+        On the waiting connection, whose socket timeout outlasts a TTL (check ``inventory.E001``). A
+        dropped connection is replaced and the wait goes on: the holder may still commit. None if no
+        answer came: the outcome is unknown.
+        """
         deadline = time.monotonic() + self.timeout
         while (remaining := deadline - time.monotonic()) > 0:
-            popped = self.redis.blpop([wake], timeout=max(remaining, 0.01))
+            try:
+                connection = _waiting_connection(self.redis.connection_pool)
+                connection.send_command("BLPOP", wake, max(remaining, 0.01))
+                popped = connection.read_response()
+            except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+                _waiting.connection.disconnect()
+                logger.warning("lost the lock service while waiting for an answer on %s: %s", self.sku, exc)
+                time.sleep(min(0.05, max(remaining, 0)))
+                continue
             if popped and popped[1].startswith(b"R"):
                 return popped[1][1:]
+        logger.warning("lock_timeout: the holder of %s took a request and never answered", self.sku)
         return None
 
     def answer(self, answers: dict[bytes, bytes]) -> None:
@@ -425,6 +468,9 @@ _CLIENT_REPLY_SKIP = hiredis.pack_command(("CLIENT", "REPLY", "SKIP"))
 def _waiting_connection(pool) -> redis.Connection:
     """This thread's connection for queued waits, made with ``pool``'s settings and kept.
 
+    Its socket timeout is ``LOCK_WAIT_SOCKET_TIMEOUT_SECONDS``, longer than a TTL: a buyer whose
+    request a holder took waits on it for the answer as long as the holder may still commit.
+
     Every buyer of a hot SKU waits on it once per purchase, and a pool checkout and return (a lock,
     connection bookkeeping, metrics hooks) cost about 20 of the 65 us the client spent on the whole
     call. The pool's check is kept: a socket that Redis closed (a restart) is replaced before we send
@@ -432,9 +478,10 @@ def _waiting_connection(pool) -> redis.Connection:
     out of the pool for good: children forked while the pool listed it in use hung in redis-py's
     reset after fork (tests/orders/test_batching.py caught it).
     """
-    if getattr(_waiting, "pid", None) != os.getpid() or _waiting.pool is not pool:
-        connection = pool.connection_class(**pool.connection_kwargs)
-        _waiting.connection, _waiting.pool, _waiting.pid = connection, pool, os.getpid()
+    timeout = settings.LOCK_WAIT_SOCKET_TIMEOUT_SECONDS
+    if getattr(_waiting, "pid", None) != os.getpid() or _waiting.pool is not pool or _waiting.timeout != timeout:
+        connection = pool.connection_class(**(pool.connection_kwargs | {"socket_timeout": timeout}))
+        _waiting.connection, _waiting.pool, _waiting.pid, _waiting.timeout = connection, pool, os.getpid(), timeout
     connection = _waiting.connection
     connection.connect()  # after a failed wait disconnected it; nothing to do while connected
     try:
@@ -574,7 +621,8 @@ def sku_lock_serving(sku: str, *, kind: str, body: bytes, wait: float | None = N
     where a batch is cut), carries them out in its own transaction and ``answer``s each after the
     commit, so one lock hold and one commit serve a whole queue of buyers. Yields ``(lock, None)``
     to the holder and ``(None, answer)`` to a served waiter, which holds nothing; ``answer`` is None
-    if the holder died between taking the request and answering (the outcome is then unknown).
+    if the outcome is unknown: the holder took the request and never answered (it died, or stalled
+    past its TTL), or Redis failed while the request may have been taken.
     """
     _refuse_nested()
     started = time.monotonic()
@@ -584,8 +632,6 @@ def sku_lock_serving(sku: str, *, kind: str, body: bytes, wait: float | None = N
     if waited >= settings.LOCK_WAIT_LOG_SECONDS:
         logger.info("lock wait: %s took %.3fs to %s", sku, waited, "be served" if lock.served else "acquire")
     if lock.served:
-        if lock.served_result is None:
-            logger.warning("lock_timeout: the holder of %s took a request and never answered", sku)
         yield None, lock.served_result
         return
     if not got:

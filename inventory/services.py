@@ -160,7 +160,7 @@ def _served_or_serve(sku: str, *, kind: str, request, execute):
     with locks.sku_lock_serving(sku, kind=kind, body=pickle.dumps(request)) as (lock, answer):
         if lock is None:
             if answer is None:
-                raise LockTimeout(skus=[sku], detail="The stock is busy and the outcome is unknown; retry.")
+                raise LockTimeout.outcome_unknown(skus=[sku])
             return pickle.loads(answer)
         taken = lock.taken
         requests = [request] + [pickle.loads(body) for _, body in taken]

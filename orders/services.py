@@ -18,7 +18,7 @@ from django.db.models import Q, Sum
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from inventory.errors import DomainError, InsufficientStock, InvalidInput, LockTimeout
+from inventory.errors import DomainError, InsufficientStock, InvalidInput, LockTimeout, LockUnavailable
 from inventory.models import Reservation
 from inventory.services import (
     Demand,
@@ -142,12 +142,12 @@ def order_place(*, customer=None, email: str = "", items, idempotency_key: str) 
                 )
             )
             break
-        except (IntegrityError, LockTimeout, InsufficientStock) as exc:
+        except (IntegrityError, LockTimeout, LockUnavailable, InsufficientStock) as exc:
             # After a lost lock (Redis restarted, a holder stalled past its TTL) a stale holder may have
             # placed this very key meanwhile: then the unique key refused our copy (IntegrityError), or
-            # its units are why we were refused. A holder that died before answering leaves us a
-            # LockTimeout. If the order was placed after all, this is a replay. A batch that failed on
-            # another buyer's key is tried again.
+            # its units are why we were refused. A holder that took our request and never answered
+            # leaves us a LockTimeout whose outcome is unknown. If the order was placed after all, this
+            # is a replay. A batch that failed on another buyer's key is tried again.
             if existing := _order_replay(
                 scope=scope, idempotency_key=request.idempotency_key, fingerprint=request.fingerprint
             ):

@@ -1,16 +1,13 @@
 """Group commit on a hot SKU: the lock holder places the orders queued behind it in one transaction."""
 
 import json
-import multiprocessing
-import os
 import time
 from multiprocessing.pool import ThreadPool
 
 import pytest
-from django.db import connections
 
 from inventory.errors import DomainError
-from inventory.locks import QueuedLock, lock_list
+from inventory.locks import lock_list
 from orders import services
 from orders.models import Order
 from tests.conftest import assert_books_balance, stock_of
@@ -130,43 +127,3 @@ def test_the_order_a_batch_returns_is_complete_and_matches_the_database(make_pro
     stored = Order.objects.get(pk=order.pk)
     for field in Order._meta.concrete_fields:
         assert getattr(order, field.attname) == getattr(stored, field.attname), field.name
-
-
-def _buy_and_report(key, out):
-    connections.close_all()
-    try:
-        order = services.order_place(email="b@example.com", items=[{"sku": "HOT", "quantity": 1}], idempotency_key=key)
-        out.put((key, order.number))
-    except DomainError as exc:
-        out.put((key, exc.code))
-
-
-def test_a_holder_killed_between_its_commit_and_its_answers_still_gets_every_buyer_their_order(
-    make_product, settings, monkeypatch
-):
-    settings.LOCK_TTL_SECONDS = 2  # how long a served buyer waits for a dead holder's answer
-    hot = make_product(sku="HOT", stock=10)
-    monkeypatch.setattr(QueuedLock, "answer", lambda lock, answers: os._exit(9) if answers else None)
-    context = multiprocessing.get_context("fork")
-    out = context.Queue()
-    buyers = [context.Process(target=_buy_and_report, args=(f"k{n}", out)) for n in range(4)]
-
-    with holding(["HOT"]):
-        connections.close_all()
-        for buyer in buyers:
-            buyer.start()
-        deadline = time.monotonic() + 30
-        while not any(lock["waiters"] == 4 for lock in lock_list()) and time.monotonic() < deadline:
-            time.sleep(0.02)
-    for buyer in buyers:
-        buyer.join(30)
-
-    # The first buyer took the lock, placed all four in one commit and died before answering. The
-    # others waited out the lock TTL, got no answer and found their order by its idempotency key.
-    assert sorted(buyer.exitcode for buyer in buyers) == [0, 0, 0, 9]
-    answers = dict(out.get(timeout=5) for _ in range(3))
-    placed = dict(Order.objects.values_list("idempotency_key", "number"))
-    assert len(placed) == 4
-    assert all(answers[key] == placed[key] for key in answers)
-    assert stock_of(hot).reserved == 4
-    assert_books_balance(hot)

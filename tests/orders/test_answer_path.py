@@ -1,0 +1,144 @@
+"""A buyer served by a lock holder is told the truth: its order, a definite refusal, or "outcome
+unknown, retry with the same key", never "nothing changed" for an order that exists. Default lock
+settings throughout: the answer path must hold with the TTL and socket timeouts users run."""
+
+import multiprocessing
+import os
+import time
+
+import pytest
+from django.conf import settings
+from django.core.cache import caches
+from django.db import connections
+
+from inventory.errors import DomainError
+from inventory.locks import QueuedLock, lock_list
+from orders import services
+from orders.models import Order
+from tests.conftest import assert_books_balance, stock_of
+from tests.race import holding
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+_ctx = multiprocessing.get_context("fork")
+
+
+def _buy(key, quantity, out):
+    connections.close_all()
+    try:
+        order = services.order_place(
+            email="b@example.com", items=[{"sku": "HOT", "quantity": quantity}], idempotency_key=key
+        )
+        out.put((key, {"number": order.number}))
+    except DomainError as exc:
+        out.put((key, exc.as_dict()))
+
+
+def queue_one_by_one(jobs, target=_buy, *, hold_after: float = 0):
+    """Start a forked buyer per job behind a held HOT lock, each once the one before is queued; let go
+    ``hold_after`` seconds after the last one queued.
+
+    The first buyer then holds the lock and serves the others, in this order, in one batch.
+    Returns the buyer processes and the queue their answers arrive on.
+    """
+    out = _ctx.Queue()
+    buyers = []
+    with holding(["HOT"]):
+        connections.close_all()
+        for count, job in enumerate(jobs, start=1):
+            buyer = _ctx.Process(target=target, kwargs=job | {"out": out})
+            buyer.start()
+            buyers.append(buyer)
+            deadline = time.monotonic() + 20
+            while not any(lock["waiters"] == count for lock in lock_list()):
+                assert time.monotonic() < deadline, f"buyer {count} never queued"
+                time.sleep(0.01)
+        time.sleep(hold_after)
+    return buyers, out
+
+
+def _slow_batches(seconds):
+    """Patch order placement so a holder serving others spends ``seconds`` before its commit."""
+    place = services._orders_place_batch
+
+    def slow(requests):
+        results = place(requests)
+        if len(requests) > 1:
+            time.sleep(seconds)
+        return results
+
+    return slow
+
+
+def _answers(buyers, out, count):
+    for buyer in buyers:
+        buyer.join(60)
+    return dict(out.get(timeout=5) for _ in range(count))
+
+
+def test_a_served_buyer_gets_its_order_from_a_holder_slower_than_the_socket_timeout(make_product, monkeypatch):
+    hot = make_product(sku="HOT", stock=10)
+    socket_timeout = settings.CACHES[settings.LOCK_CACHE_ALIAS]["OPTIONS"]["SOCKET_TIMEOUT"]
+    assert socket_timeout < settings.LOCK_TTL_SECONDS  # the defaults this test is about
+    monkeypatch.setattr(services, "_orders_place_batch", _slow_batches(socket_timeout + 2))
+
+    # The served buyer has queued for most of its wait when the holder takes its request, and the
+    # holder then works longer than a socket timeout, well within its lock's TTL.
+    buyers, out = queue_one_by_one(
+        [{"key": "holder", "quantity": 1}, {"key": "served", "quantity": 2}],
+        hold_after=settings.LOCK_WAIT_SECONDS - 0.5,
+    )
+    answers = _answers(buyers, out, 2)
+
+    placed = dict(Order.objects.values_list("idempotency_key", "number"))
+    assert answers == {key: {"number": number} for key, number in placed.items()}
+    assert sorted(placed) == ["holder", "served"]
+    assert stock_of(hot).reserved == 3
+    assert_books_balance(hot)
+
+
+def test_a_holder_killed_between_its_commit_and_its_answers_still_gets_every_buyer_their_order(
+    make_product, monkeypatch
+):
+    hot = make_product(sku="HOT", stock=10)
+    monkeypatch.setattr(QueuedLock, "answer", lambda lock, answers: os._exit(9) if answers else None)
+
+    buyers, out = queue_one_by_one([{"key": f"k{n}", "quantity": 1} for n in range(4)])
+    for buyer in buyers:
+        buyer.join(60)
+
+    # The first buyer placed all four in one commit and died before answering. The others waited
+    # as long as it could still have committed, heard nothing and found their order by its key.
+    assert [buyer.exitcode for buyer in buyers] == [9, 0, 0, 0]
+    answers = dict(out.get(timeout=5) for _ in range(3))
+    placed = dict(Order.objects.values_list("idempotency_key", "number"))
+    assert sorted(placed) == ["k0", "k1", "k2", "k3"]
+    assert answers == {key: {"number": placed[key]} for key in ["k1", "k2", "k3"]}
+    assert stock_of(hot).reserved == 4
+    assert_books_balance(hot)
+
+
+def _waiting_connections(redis_client):
+    """Connections blocked in BLPOP: buyers waiting for a hand-off or an answer."""
+    return [client for client in redis_client.client_list() if "b" in client["flags"]]
+
+
+def test_a_served_buyer_whose_redis_connection_drops_while_it_waits_still_gets_its_order(make_product, monkeypatch):
+    hot = make_product(sku="HOT", stock=10)
+    monkeypatch.setattr(services, "_orders_place_batch", _slow_batches(3))
+    redis_client = caches[settings.LOCK_CACHE_ALIAS].client.get_client(write=True)
+
+    buyers, out = queue_one_by_one([{"key": "holder", "quantity": 1}, {"key": "served", "quantity": 1}])
+    deadline = time.monotonic() + 10
+    while not (waiting := _waiting_connections(redis_client)):
+        assert time.monotonic() < deadline, "the served buyer never waited for its answer"
+        time.sleep(0.05)
+    for client in waiting:
+        redis_client.client_kill_filter(_id=client["id"])
+    answers = _answers(buyers, out, 2)
+
+    placed = dict(Order.objects.values_list("idempotency_key", "number"))
+    assert answers == {key: {"number": number} for key, number in placed.items()}
+    assert sorted(placed) == ["holder", "served"]
+    assert stock_of(hot).reserved == 2
+    assert_books_balance(hot)
