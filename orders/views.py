@@ -1,15 +1,19 @@
 """Checkout and order pages. Thin: they call orders.services and show refusals as messages."""
 
+import logging
 import uuid
 
 from django import forms
 from django.conf import settings
 from django.contrib import messages
+from django.db import InterfaceError, OperationalError
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from inventory.errors import DomainError, InsufficientStock
+from config.api import connection_lost
+from inventory.errors import DomainError, InsufficientStock, LockTimeout, LockUnavailable
+from orders.errors import IdempotencyConflict
 from orders.payments import SimulatedGateway
 from orders.selectors import order_find_for_customer, order_list_for_visitor
 from orders.services import order_cancel, order_pay, order_place
@@ -18,11 +22,14 @@ from shop.views import cart_lines
 
 SESSION_ORDERS = "orders"  # numbers of the orders this browser placed as a guest
 SESSION_CHECKOUT_KEYS = "checkout_keys"  # idempotency keys of checkout pages shown to this browser
+UNCONFIRMED = "We could not confirm your order; submit again, it will not be placed twice."
+
+logger = logging.getLogger(__name__)
 
 
 class CheckoutForm(forms.Form):
     email = forms.EmailField(required=False, max_length=254)
-    # A fresh key per checkout page: submitting the same page twice places one order.
+    # One key per checkout page, kept while its order may have been placed: submitting it twice places one order.
     idempotency_key = forms.CharField(widget=forms.HiddenInput, max_length=64)
 
 
@@ -37,6 +44,7 @@ def checkout(request):
         messages.info(request, "Your cart is empty.")
         return redirect("catalog")
     shortages = {}
+    retry_key = None  # set when the order may have been placed: the page keeps its key
     form = CheckoutForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
         if form.cleaned_data["idempotency_key"] not in issued:
@@ -54,15 +62,37 @@ def checkout(request):
             except InsufficientStock as exc:
                 shortages = {s["sku"]: s["available"] for s in exc.payload["shortages"]}
                 messages.error(request, "Not enough stock for some lines; nothing was reserved.")
+            except IdempotencyConflict as exc:
+                # An earlier submit of this page placed an order (its outcome was unknown then) and the
+                # cart has changed since: that order is this browser's; the cart as it is now is not placed.
+                _remember(request, number=exc.payload["number"], key=form.cleaned_data["idempotency_key"])
+                messages.error(
+                    request,
+                    f"Your earlier submit placed order {exc.payload['number']} before your cart changed; "
+                    "nothing more was placed. Check that order under My orders before ordering again.",
+                )
+            except (LockTimeout, LockUnavailable):
+                retry_key = form.cleaned_data["idempotency_key"]
+                messages.error(request, UNCONFIRMED)
             except DomainError as exc:
                 messages.error(request, _explain(exc))
+            except (OperationalError, InterfaceError) as exc:
+                if not connection_lost(exc):
+                    raise
+                logger.error("database connection lost during checkout: %s", exc)
+                retry_key = form.cleaned_data["idempotency_key"]
+                messages.error(request, UNCONFIRMED)
             else:
                 cart_clear(request.session)
-                _remember(request, order, key=form.cleaned_data["idempotency_key"])
+                _remember(request, number=order.number, key=form.cleaned_data["idempotency_key"])
                 return redirect("order-detail", number=order.number)
-    # Every page shown gets a fresh key: a new attempt after a refusal is a new request.
-    key = uuid.uuid4().hex
-    request.session[SESSION_CHECKOUT_KEYS] = {**dict(list(issued.items())[-19:]), key: None}
+    # After a definite refusal the page gets a fresh key: its next submit is a new request. After an
+    # unknown outcome it keeps its key, so the next submit replays the first: that returns the order if
+    # it was placed, and places it once if not.
+    key = retry_key or uuid.uuid4().hex
+    shown = request.session.get(SESSION_CHECKOUT_KEYS, {})  # with any order remembered above
+    others = [(other, number) for other, number in shown.items() if other != key]
+    request.session[SESSION_CHECKOUT_KEYS] = {**dict(others[-19:]), key: None}
     if form.is_bound:
         form.data = form.data.copy()
         form.data["idempotency_key"] = key
@@ -116,10 +146,10 @@ def order_list(request):
     return render(request, "orders/order_list.html", {"orders": orders})
 
 
-def _remember(request, order, *, key: str) -> None:
-    request.session[SESSION_CHECKOUT_KEYS] = {**request.session.get(SESSION_CHECKOUT_KEYS, {}), key: order.number}
+def _remember(request, *, number: str, key: str) -> None:
+    request.session[SESSION_CHECKOUT_KEYS] = {**request.session.get(SESSION_CHECKOUT_KEYS, {}), key: number}
     if not request.user.is_authenticated:
-        request.session[SESSION_ORDERS] = [*request.session.get(SESSION_ORDERS, []), order.number][-50:]
+        request.session[SESSION_ORDERS] = [*request.session.get(SESSION_ORDERS, []), number][-50:]
 
 
 def _explain(exc: DomainError) -> str:

@@ -3,8 +3,11 @@
 import re
 
 import pytest
+from django.db import OperationalError
 
+from inventory.errors import LockTimeout, LockUnavailable
 from orders.models import Order
+from orders.services import order_place
 from tests.conftest import assert_books_balance, stock_of
 
 pytestmark = pytest.mark.django_db
@@ -19,9 +22,12 @@ def add_to_cart(client, sku, quantity=1):
     return client.post(f"/cart/add/{sku}/", {"quantity": quantity})
 
 
-def checkout_key(client):
-    page = client.get("/checkout/").content.decode()
+def form_key(page: str) -> str:
     return re.search(r'name="idempotency_key" value="([0-9a-f]+)"', page).group(1)
+
+
+def checkout_key(client):
+    return form_key(client.get("/checkout/").content.decode())
 
 
 def test_catalog_product_and_cart_pages(client, mug, make_product):
@@ -109,6 +115,109 @@ def test_insufficient_stock_says_per_line_what_is_left(client, mug, make_product
     assert "Not enough stock" in text and "Only 2 left" in text
     assert text.count('data-testid="shortage"') == 1  # the cap is fine
     assert Order.objects.count() == 1
+
+
+def test_a_definite_refusal_gives_the_page_a_fresh_key(client, mug):
+    add_to_cart(client, "MUG", 6)
+    key = checkout_key(client)
+    page = client.post("/checkout/", {"email": "ann@example.com", "idempotency_key": key}).content.decode()
+    assert "Not enough stock" in page
+    assert form_key(page) != key  # nothing was placed: the next submit is a new request
+    assert not Order.objects.exists()
+
+
+def placed_then(failure):
+    """An order_place that places the order and then fails, as if its answer was lost on the way back."""
+
+    def place(**kwargs):
+        order_place(**kwargs)
+        raise failure
+
+    return place
+
+
+def failing(failure):
+    def place(**kwargs):
+        raise failure
+
+    return place
+
+
+UNKNOWN_OUTCOMES = {
+    "lock_timeout": LockTimeout("The outcome of this request is unknown; retry with the same key"),
+    "lock_unavailable": LockUnavailable(),
+    "connection_lost": OperationalError(2013, "Lost connection to server during query"),
+}
+
+
+@pytest.mark.parametrize("failure", UNKNOWN_OUTCOMES.values(), ids=UNKNOWN_OUTCOMES.keys())
+def test_after_an_unknown_outcome_the_page_keeps_its_key_and_a_second_click_places_one_order(
+    client, mug, monkeypatch, failure
+):
+    add_to_cart(client, "MUG", 2)
+    key = checkout_key(client)
+    monkeypatch.setattr("orders.views.order_place", placed_then(failure))
+    first = client.post("/checkout/", {"email": "ann@example.com", "idempotency_key": key})
+
+    page = first.content.decode()
+    assert form_key(page) == key
+    assert first.status_code == 200 and "could not confirm your order" in page
+    assert client.session["cart"] == {"MUG": 2}  # nothing confirmed, so nothing cleared
+    monkeypatch.undo()
+
+    second = client.post("/checkout/", {"email": "ann@example.com", "idempotency_key": form_key(page)})
+
+    order = Order.objects.get()
+    assert second["Location"] == f"/orders/{order.number}/"
+    assert client.get(second["Location"]).status_code == 200  # remembered as this browser's order
+    assert "cart" not in client.session
+    assert stock_of(mug).reserved == 2
+    assert_books_balance(mug)
+
+
+def test_after_a_lock_timeout_that_placed_nothing_the_second_click_places_the_order(client, mug, monkeypatch):
+    add_to_cart(client, "MUG", 2)
+    key = checkout_key(client)
+    monkeypatch.setattr("orders.views.order_place", failing(LockTimeout()))
+    page = client.post("/checkout/", {"email": "ann@example.com", "idempotency_key": key}).content.decode()
+    assert form_key(page) == key and not Order.objects.exists()
+    monkeypatch.undo()
+
+    second = client.post("/checkout/", {"email": "ann@example.com", "idempotency_key": key})
+
+    assert second["Location"] == f"/orders/{Order.objects.get().number}/"
+    assert stock_of(mug).reserved == 2
+
+
+def test_a_cart_changed_after_an_unknown_outcome_shows_the_placed_order_and_places_nothing_more(
+    client, mug, make_product, monkeypatch
+):
+    make_product(sku="CAP", name="Navy cap", stock=10)
+    add_to_cart(client, "MUG", 2)
+    key = checkout_key(client)
+    monkeypatch.setattr("orders.views.order_place", placed_then(LockTimeout()))
+    client.post("/checkout/", {"email": "ann@example.com", "idempotency_key": key})
+    monkeypatch.undo()
+    add_to_cart(client, "CAP", 1)  # in another tab, before clicking again
+
+    response = client.post("/checkout/", {"email": "ann@example.com", "idempotency_key": key})
+
+    order = Order.objects.get()
+    page = response.content.decode()
+    assert f"placed order {order.number}" in page
+    assert form_key(page) != key  # the cart as it is now would be a new order
+    assert client.session["cart"] == {"MUG": 2, "CAP": 1}
+    assert client.get(f"/orders/{order.number}/").status_code == 200
+    again = client.post("/checkout/", {"email": "ann@example.com", "idempotency_key": key})
+    assert again["Location"] == f"/orders/{order.number}/" and Order.objects.count() == 1
+
+
+def test_a_database_error_that_is_not_a_lost_connection_is_not_taken_for_an_unknown_outcome(client, mug, monkeypatch):
+    add_to_cart(client, "MUG", 1)
+    key = checkout_key(client)
+    monkeypatch.setattr("orders.views.order_place", failing(OperationalError(1054, "Unknown column")))
+    with pytest.raises(OperationalError):
+        client.post("/checkout/", {"email": "ann@example.com", "idempotency_key": key})
 
 
 def test_pay_simulated_failure_and_cancel_from_the_order_page(client, mug, settings):
