@@ -194,8 +194,14 @@ class Demand:
     quantity: int
 
 
-def stock_allocate(*, demands: list[list[Demand]]) -> list[list[dict] | None]:
+def stock_allocate(
+    *, demands: list[list[Demand]], free_more: Callable[[], int] | None = None
+) -> list[list[dict] | None]:
     """Reserve for ``demands`` in order, each all or nothing, with one guarded UPDATE per SKU.
+
+    If the stock does not cover every demand, ``free_more`` is called once, before any unit is
+    reserved, and may free units (expire overdue orders); the demands are then served from what is
+    left after it, still in order, so each gets the answer it would get alone.
 
     Call inside the stock section. Returns per demand None (reserved) or its shortages. What we read
     is current because we hold the locks; if a lock was lost and a rival changed a row since, its
@@ -212,6 +218,9 @@ def stock_allocate(*, demands: list[list[Demand]]) -> list[list[dict] | None]:
             return [None] * len(demands)
     stock_ids, left = _stock_counts(skus)
     outcomes, totals = _stock_shares(demands, left)
+    if any(outcomes) and free_more is not None and free_more():
+        stock_ids, left = _stock_counts(skus)
+        outcomes, totals = _stock_shares(demands, left)
     for product_id, total in sorted(totals.items()):
         if not _stock_reserve_guarded(total, "id", stock_ids[product_id]):
             stock = Stock.objects.get(pk=stock_ids[product_id])

@@ -167,8 +167,9 @@ def _is_duplicate_key(exc: Exception) -> bool:
 def _orders_place_batch(requests: list[_PlaceRequest]) -> list:
     """Place every request the stock can serve, in queue order, inside the stock section: one commit for all.
 
-    Replays get their earlier order; a shortage first expires overdue orders holding these SKUs (a late
-    sweeper must not cost a sale), and those expiries are kept even if the order is still refused.
+    Replays get their earlier order. A shortage first expires overdue orders holding these SKUs (a late
+    sweeper must not cost a sale), before any unit is reserved, so the queue order still decides who
+    gets the freed units; those expiries are kept even if an order is still refused.
     """
     results: list = [None] * len(requests)
     earlier = _orders_by_key(requests)
@@ -188,19 +189,13 @@ def _orders_place_batch(requests: list[_PlaceRequest]) -> list:
             results[index] = refusal
         new = []
 
-    def allocate(indices):
-        demands = [
-            [Demand(products[line.sku].pk, line.sku, line.quantity) for line in requests[index].lines]
-            for index in indices
-        ]
-        return stock_allocate(demands=demands) if indices else []
-
-    outcomes = allocate(new)
+    demands = [
+        [Demand(products[line.sku].pk, line.sku, line.quantity) for line in requests[index].lines] for index in new
+    ]
+    outcomes = (
+        stock_allocate(demands=demands, free_more=lambda: _orders_expire_overdue_holding(skus=skus)) if new else []
+    )
     shortages = dict(zip(new, outcomes, strict=True))
-    short = [index for index in new if shortages[index]]
-    if short and _orders_expire_overdue_holding(skus=skus):
-        retried = allocate(short)
-        shortages.update(zip(short, retried, strict=True))
     placing = []
     for index in new:
         if shortages[index]:

@@ -5,11 +5,13 @@ settings throughout: the answer path must hold with the TTL and socket timeouts 
 import multiprocessing
 import os
 import time
+from datetime import timedelta
 
 import pytest
 from django.conf import settings
 from django.core.cache import caches
 from django.db import connections
+from django.utils import timezone
 
 from inventory.errors import DomainError
 from inventory.locks import QueuedLock, lock_list
@@ -141,4 +143,21 @@ def test_a_served_buyer_whose_redis_connection_drops_while_it_waits_still_gets_i
     assert answers == {key: {"number": number} for key, number in placed.items()}
     assert sorted(placed) == ["holder", "served"]
     assert stock_of(hot).reserved == 2
+    assert_books_balance(hot)
+
+
+def test_a_batch_that_expires_an_overdue_order_still_serves_in_queue_order(make_product):
+    hot = make_product(sku="HOT", stock=4)
+    overdue = services.order_place(email="o@example.com", items=[{"sku": "HOT", "quantity": 1}], idempotency_key="o")
+    Order.objects.filter(pk=overdue.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
+
+    # Alone, A (4) gets every unit once the overdue order is expired, and B (3) then finds none.
+    buyers, out = queue_one_by_one([{"key": "A", "quantity": 4}, {"key": "B", "quantity": 3}])
+    answers = _answers(buyers, out, 2)
+
+    assert answers["A"] == {"number": Order.objects.get(idempotency_key="A").number}
+    assert answers["B"]["code"] == "insufficient_stock"
+    assert answers["B"]["shortages"] == [{"sku": "HOT", "requested": 3, "available": 0}]
+    assert Order.objects.get(pk=overdue.pk).status == Order.Status.EXPIRED
+    assert stock_of(hot).reserved == 4
     assert_books_balance(hot)
