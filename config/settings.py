@@ -117,14 +117,25 @@ CACHES = {
         "BACKEND": "django_redis.cache.RedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": "shop",
-        "OPTIONS": {"IGNORE_EXCEPTIONS": True, "SOCKET_CONNECT_TIMEOUT": 2, "SOCKET_TIMEOUT": 2},
+        "OPTIONS": {
+            "IGNORE_EXCEPTIONS": True,
+            "SOCKET_CONNECT_TIMEOUT": 2,
+            "SOCKET_TIMEOUT": 2,
+            # JSON, not django-redis's default pickle: a value planted in Redis must never run as code.
+            "SERIALIZER": "django_redis.serializers.json.JSONSerializer",
+        },
     },
     # Locks must never degrade quietly: a Redis failure raises instead of yielding "no lock".
     "locks": {
         "BACKEND": "django_redis.cache.RedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": env("LOCK_KEY_PREFIX", default="shop"),
-        "OPTIONS": {"IGNORE_EXCEPTIONS": False, "SOCKET_CONNECT_TIMEOUT": 2, "SOCKET_TIMEOUT": 5},
+        "OPTIONS": {
+            "IGNORE_EXCEPTIONS": False,
+            "SOCKET_CONNECT_TIMEOUT": 2,
+            "SOCKET_TIMEOUT": 5,
+            "SERIALIZER": "django_redis.serializers.json.JSONSerializer",
+        },
     },
 }
 LOCK_CACHE_ALIAS = "locks"

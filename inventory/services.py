@@ -12,7 +12,6 @@ Each change follows the same order, which is the point of the whole project:
 """
 
 import logging
-import pickle
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -21,12 +20,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
+import msgspec
 from django.conf import settings
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.db.models import F, Sum
 from django.utils import timezone
 
-from inventory import locks
+from inventory import locks, wire
 from inventory.errors import (
     BelowReserved,
     DuplicateLine,
@@ -131,49 +131,88 @@ def retry_on_deadlock(func, *, attempts: int = 3):
 # --- Group commit ------------------------------------------------------------------------------
 
 
-class _RunAlone:
-    """The answer to a served waiter whose holder's batch failed: redo the request on your own."""
+_RUN_ALONE, _UNKNOWN = wire.answer_encode(wire.RunAlone()), wire.answer_encode(wire.Unknown())
 
 
-def stock_section_combined(*, skus: Iterable[str], kind: str, request, execute: Callable[[list], list]):
+def stock_section_combined(*, skus: Iterable[str], kind: str, request, result_type, execute: Callable[[list], list]):
     """``execute([request])[0]`` in the stock section of ``skus``: its result, raised if it is an error.
 
-    ``execute`` takes a list of requests and returns a result (or a ``DomainError`` instance) per
-    request. For one SKU the requests queue with the SKU lock (``locks.sku_lock_serving``): whoever
-    holds it executes every queued request of the same ``kind`` in its own transaction, one commit
-    for all, then answers each. A hot SKU thus pays for one lock hold and one commit per *batch*
-    rather than per buyer, and buyers are still served in queue order. Requests travel through Redis
-    pickled, as django-redis stores cache values. Several SKUs, or a section already held, run alone.
+    ``execute`` takes a list of requests and returns a result (a ``result_type``) or a ``DomainError``
+    instance per request. For one SKU the requests queue with the SKU lock
+    (``locks.sku_lock_serving``): whoever holds it executes every queued request of the same ``kind``
+    in its own transaction, one commit for all, then answers each. A hot SKU thus pays for one lock
+    hold and one commit per *batch* rather than per buyer, and buyers are still served in queue
+    order. Requests and answers travel through Redis as typed JSON (``inventory.wire``): ``request``
+    is a dataclass or msgspec Struct, and queued requests are decoded as its type. Several SKUs, or a
+    section already held, run alone.
     """
     skus = sorted(set(skus))
-    outcome = _RunAlone
+    outcome = wire.RunAlone()
     if len(skus) == 1 and not locks.held_skus():
-        outcome = _served_or_serve(skus[0], kind=kind, request=request, execute=execute)
-    if outcome is _RunAlone:
+        outcome = _served_or_serve(skus[0], kind=kind, request=request, result_type=result_type, execute=execute)
+    if isinstance(outcome, wire.RunAlone):
         with stock_section(skus=skus):
             outcome = execute([request])[0]
     return _result(outcome)
 
 
-def _served_or_serve(sku: str, *, kind: str, request, execute):
+def _served_or_serve(sku: str, *, kind: str, request, result_type, execute):
     """Our outcome: answered by the holder we queued behind, or as holder of a batch (ours first)."""
-    with locks.sku_lock_serving(sku, kind=kind, body=pickle.dumps(request)) as (lock, answer):
+    with locks.sku_lock_serving(sku, kind=kind, body=wire.encode(request)) as (lock, answer):
         if lock is None:
-            if answer is None:
-                raise LockTimeout.outcome_unknown(skus=[sku])
-            return pickle.loads(answer)
-        taken = lock.taken
-        requests = [request] + [pickle.loads(body) for _, body in taken]
+            return _served_outcome(sku, kind=kind, answer=answer, result_type=result_type)
+        return _serve(lock, sku=sku, kind=kind, request=request, execute=execute)
+
+
+def _served_outcome(sku: str, *, kind: str, answer: bytes | None, result_type):
+    """What the holder's answer says; an answer that never came, or does not fit, leaves the outcome unknown."""
+    outcome = wire.Unknown()
+    if answer is not None:
+        try:
+            outcome = wire.answer_decode(answer, result_type)
+        except wire.Malformed as exc:
+            logger.error("refused a malformed answer to a %s request on %s: %s", kind, sku, exc)
+    if isinstance(outcome, wire.Unknown):
+        return LockTimeout.outcome_unknown(skus=[sku])
+    return outcome
+
+
+def _serve(lock, *, sku: str, kind: str, request, execute):
+    """As holder: our request and those we took, in one transaction; every taken waiter is answered.
+
+    Whatever fails, each waiter gets its result, ``RunAlone`` (nothing was done for it) or, once the
+    commit may have happened, ``Unknown`` (look it up); a request that does not decode is refused.
+    Our own result stands once committed, whatever becomes of the answers.
+    """
+    answers = dict.fromkeys((waiter for waiter, _ in lock.taken), _RUN_ALONE)
+    try:
+        requests, waiters = [request], []
+        for waiter, body in lock.taken:
+            try:
+                requests.append(wire.decode(body, type(request)))
+                waiters.append(waiter)
+            except wire.Malformed as exc:
+                logger.error("refused a malformed %s request queued on %s: %s", kind, sku, exc)
+        executed = False
         try:
             with transaction.atomic(durable=True):
                 results = execute(requests)
+                executed = True
         except BaseException:
-            lock.answer({waiter: pickle.dumps(_RunAlone) for waiter, _ in taken})
+            if executed:  # the commit itself failed: it may have happened
+                answers.update(dict.fromkeys(waiters, _UNKNOWN))
             raise
-        lock.answer({waiter: pickle.dumps(result) for (waiter, _), result in zip(taken, results[1:], strict=True)})
+        answers.update(dict.fromkeys(waiters, _UNKNOWN))
+        for waiter, result in zip(waiters, results[1:], strict=True):
+            try:
+                answers[waiter] = wire.answer_encode(result)
+            except Exception:
+                logger.exception("could not encode the answer to a %s request on %s; it learns nothing", kind, sku)
         if len(requests) > 1:
             logger.debug("served %d %s requests on %s in one commit", len(requests), kind, sku)
         return results[0]
+    finally:
+        lock.answer(answers)
 
 
 def _result(outcome):
@@ -402,17 +441,24 @@ def _reservation_row(line_id: int, product_id: int, quantity: int, expires_at: d
     }
 
 
+class _ReserveRequest(msgspec.Struct, frozen=True, array_like=True):
+    """A queued ``stock_reserve``: when its reservations expire, and per line (sku, line id, order id,
+    product id, quantity). Ints and strings: the cheapest to encode and decode on a hot SKU."""
+
+    expires_us: int
+    lines: tuple[tuple[str, int, int, int, int], ...]
+
+
 def stock_reserve(*, order, expires_at) -> list[Reservation]:
     """Reserve every line of ``order``, all or nothing; ``InsufficientStock`` lists every short line."""
-    # Ints and strings only: a queued buyer pickles its request, and named tuples with a datetime
-    # took 40 of a hot-SKU buyer's 475 us of CPU per purchase to pickle (ints: 20x faster).
     lines = tuple(
         (line.product.sku, line.pk, order.pk, line.product_id, line.quantity) for line in order.lines_with_products()
     )
     created_us, ids = stock_section_combined(
         skus=[line[0] for line in lines],
         kind="reserve",
-        request=(_microseconds(expires_at), lines),
+        request=_ReserveRequest(_microseconds(expires_at), lines),
+        result_type=tuple[int, tuple[int, ...]],
         execute=_stock_reserve_batch,
     )
     created_at = _datetime(created_us)
@@ -438,13 +484,14 @@ def _datetime(microseconds: int) -> datetime:
     return _EPOCH + microseconds * _MICROSECOND
 
 
-def _stock_reserve_batch(requests) -> list:
+def _stock_reserve_batch(requests: list[_ReserveRequest]) -> list:
     """Per request, its shortage or what its buyer cannot know of the rows: their time and ids.
 
-    The buyer has the rest, and an answer of ints travels and unpickles cheaply (see stock_reserve).
+    The buyer has the rest, and an answer of ints travels cheaply (see ``_ReserveRequest``).
     """
     requests = [
-        [(sku, LineToReserve(*ids, _datetime(expires_us))) for sku, *ids in lines] for expires_us, lines in requests
+        [(sku, LineToReserve(*ids, _datetime(request.expires_us))) for sku, *ids in request.lines]
+        for request in requests
     ]
     if len({line.product_id for request in requests for _, line in request}) == 1:
         outcomes, rows = _stock_reserve_one_product(requests)

@@ -8,8 +8,9 @@ import hashlib
 import json
 import logging
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
+import msgspec
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
@@ -105,6 +106,8 @@ def _order_transition(order: Order, *, from_statuses, to: str, **fields) -> bool
 
 @dataclass(frozen=True)
 class _PlaceRequest:
+    """An order to place, as it queues for a hot SKU's lock holder (``inventory.wire`` encodes it)."""
+
     customer_id: int | None
     email: str
     scope: str
@@ -112,6 +115,19 @@ class _PlaceRequest:
     key_hash: str  # hashed by the buyer, not by the lock holder serving a batch
     fingerprint: str
     lines: tuple[StockLine, ...]
+
+
+class _Placed(msgspec.Struct, frozen=True, array_like=True):
+    """What a batch tells a buyer of its order: only what the buyer cannot know from its own request.
+
+    ``replayed``: an order placed before with the same key, which the buyer loads as it is now.
+    """
+
+    id: int
+    number: str
+    created_at: datetime
+    expires_at: datetime
+    replayed: bool = False
 
 
 def order_place(*, customer=None, email: str = "", items, idempotency_key: str) -> Order:
@@ -138,7 +154,11 @@ def order_place(*, customer=None, email: str = "", items, idempotency_key: str) 
             # A deadlock victim (say, with a sweeper) was rolled back whole: nothing happened, try again.
             outcome = retry_on_deadlock(
                 lambda: stock_section_combined(
-                    skus=[line.sku for line in lines], kind="place", request=request, execute=_orders_place_batch
+                    skus=[line.sku for line in lines],
+                    kind="place",
+                    request=request,
+                    result_type=_Placed,
+                    execute=_orders_place_batch,
                 )
             )
             break
@@ -155,9 +175,15 @@ def order_place(*, customer=None, email: str = "", items, idempotency_key: str) 
             if not _is_duplicate_key(exc) or attempt == PLACE_ATTEMPTS:
                 raise
             logger.warning("order placement hit a duplicate key (a lost lock?); trying again: %s", exc)
-    if isinstance(outcome, Order):  # a replay
-        return outcome
-    return from_row(Order, outcome)
+    if outcome.replayed:
+        return Order.all_objects.get(pk=outcome.id)
+    row = _order_row(request, number=outcome.number, expires_at=outcome.expires_at)
+    return from_row(
+        Order,
+        row
+        | {"id": outcome.id, "created_at": outcome.created_at, "updated_at": outcome.created_at}
+        | {"is_deleted": False, "deleted_at": None},
+    )
 
 
 def _is_duplicate_key(exc: Exception) -> bool:
@@ -203,15 +229,17 @@ def _orders_place_batch(requests: list[_PlaceRequest]) -> list:
         else:
             placing.append(index)
     if placing:
-        for index, order in zip(placing, _orders_create(requests, placing, products), strict=True):
-            results[index] = order
+        for index, row in zip(placing, _orders_create(requests, placing, products), strict=True):
+            results[index] = _Placed(row["id"], row["number"], row["created_at"], row["expires_at"])
     for index, request in enumerate(requests):
         first = first_with_key.get((request.scope, request.key_hash))
         if results[index] is None and first is not None:  # the same key twice in one batch (a double click)
             done = results[first]
-            if isinstance(done, dict):  # placed in this batch
-                done = from_row(Order, done)
-            results[index] = _replay_result(done, request) if isinstance(done, Order) else done
+            if isinstance(done, _Placed) and requests[first].fingerprint != request.fingerprint:
+                done = IdempotencyConflict(number=done.number)
+            elif isinstance(done, _Placed):
+                done = msgspec.structs.replace(done, replayed=True)
+            results[index] = done
     return results
 
 
@@ -242,31 +270,32 @@ def _orders_by_key(requests: list[_PlaceRequest]) -> dict[tuple[str, str], Order
 def _replay_result(order: Order, request: _PlaceRequest):
     if order.request_fingerprint != request.fingerprint:
         return IdempotencyConflict(number=order.number)
-    return order
+    return _Placed(order.pk, order.number, order.created_at, order.expires_at, replayed=True)
+
+
+def _order_row(request: _PlaceRequest, *, number: str, expires_at: datetime) -> dict:
+    """The order row a request makes: the holder inserts it, and the buyer rebuilds it from ``_Placed``."""
+    return {
+        "number": number,
+        "customer_id": request.customer_id,
+        "email": request.email,
+        "status": Status.AWAITING_PAYMENT.value,
+        "expires_at": expires_at,
+        "idempotency_key": request.idempotency_key,
+        "idempotency_key_hash": request.key_hash,
+        "idempotency_scope": request.scope,
+        "request_fingerprint": request.fingerprint,
+        "payment_reference": "",
+        "paid_at": None,
+        "sweep_lease_until": None,
+    }
 
 
 def _orders_create(requests, placing, products) -> list[dict]:
     """Orders, lines, reservations and ledger rows for the served requests: four INSERTs in three round trips."""
     expires_at = db_now() + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
     orders = bulk_insert(
-        Order,
-        [
-            {
-                "number": new_order_number(),
-                "customer_id": requests[index].customer_id,
-                "email": requests[index].email,
-                "status": Status.AWAITING_PAYMENT.value,
-                "expires_at": expires_at,
-                "idempotency_key": requests[index].idempotency_key,
-                "idempotency_key_hash": requests[index].key_hash,
-                "idempotency_scope": requests[index].scope,
-                "request_fingerprint": requests[index].fingerprint,
-                "payment_reference": "",
-                "paid_at": None,
-                "sweep_lease_until": None,
-            }
-            for index in placing
-        ],
+        Order, [_order_row(requests[index], number=new_order_number(), expires_at=expires_at) for index in placing]
     )
     wanted = [(order, line) for order, index in zip(orders, placing, strict=True) for line in requests[index].lines]
     lines = bulk_insert(

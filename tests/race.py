@@ -6,11 +6,12 @@ inherited connections first. A barrier makes them start together.
 
 import multiprocessing
 import threading
+import time
 from contextlib import contextmanager
 
 from django.db import connections
 
-from inventory.locks import sku_locks
+from inventory.locks import lock_list, sku_locks
 
 _ctx = multiprocessing.get_context("fork")
 _barrier = None
@@ -79,3 +80,30 @@ def holding(skus):
     finally:
         done.set()
         holder.join()
+
+
+def queue_one_by_one(target, jobs: list, *, sku: str = "HOT", hold_after: float = 0):
+    """Start a forked ``target(**job, out=queue)`` per job behind a held lock on ``sku``, each once the
+    one before is queued; let go ``hold_after`` seconds after the last.
+
+    The first then holds the lock and serves the others, in this order, in one batch. A job that is
+    a callable is called instead, and must queue one entry of its own (a crafted request, say).
+    Returns the processes and the queue their answers arrive on.
+    """
+    out = _ctx.Queue()
+    processes = []
+    with holding([sku]):
+        connections.close_all()
+        for count, job in enumerate(jobs, start=1):
+            if callable(job):
+                job()
+            else:
+                process = _ctx.Process(target=target, kwargs=job | {"out": out})
+                process.start()
+                processes.append(process)
+            deadline = time.monotonic() + 20
+            while not any(lock["sku"] == sku and lock["waiters"] == count for lock in lock_list()):
+                assert time.monotonic() < deadline, f"job {count} never queued"
+                time.sleep(0.01)
+        time.sleep(hold_after)
+    return processes, out

@@ -2,7 +2,6 @@
 unknown, retry with the same key", never "nothing changed" for an order that exists. Default lock
 settings throughout: the answer path must hold with the TTL and socket timeouts users run."""
 
-import multiprocessing
 import os
 import time
 from datetime import timedelta
@@ -14,15 +13,13 @@ from django.db import connections
 from django.utils import timezone
 
 from inventory.errors import DomainError
-from inventory.locks import QueuedLock, lock_list
+from inventory.locks import QueuedLock
 from orders import services
 from orders.models import Order
 from tests.conftest import assert_books_balance, stock_of
-from tests.race import holding
+from tests.race import queue_one_by_one
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-_ctx = multiprocessing.get_context("fork")
 
 
 def _buy(key, quantity, out):
@@ -36,36 +33,16 @@ def _buy(key, quantity, out):
         out.put((key, exc.as_dict()))
 
 
-def queue_one_by_one(jobs, target=_buy, *, hold_after: float = 0):
-    """Start a forked buyer per job behind a held HOT lock, each once the one before is queued; let go
-    ``hold_after`` seconds after the last one queued.
-
-    The first buyer then holds the lock and serves the others, in this order, in one batch.
-    Returns the buyer processes and the queue their answers arrive on.
-    """
-    out = _ctx.Queue()
-    buyers = []
-    with holding(["HOT"]):
-        connections.close_all()
-        for count, job in enumerate(jobs, start=1):
-            buyer = _ctx.Process(target=target, kwargs=job | {"out": out})
-            buyer.start()
-            buyers.append(buyer)
-            deadline = time.monotonic() + 20
-            while not any(lock["waiters"] == count for lock in lock_list()):
-                assert time.monotonic() < deadline, f"buyer {count} never queued"
-                time.sleep(0.01)
-        time.sleep(hold_after)
-    return buyers, out
-
-
-def _slow_batches(seconds):
-    """Patch order placement so a holder serving others spends ``seconds`` before its commit."""
+def _slow_batches(seconds, started=None):
+    """Patch order placement so a holder serving others spends ``seconds`` before its commit (and
+    creates the file ``started`` when it begins to)."""
     place = services._orders_place_batch
 
     def slow(requests):
         results = place(requests)
         if len(requests) > 1:
+            if started:
+                started.touch()
             time.sleep(seconds)
         return results
 
@@ -87,6 +64,7 @@ def test_a_served_buyer_gets_its_order_from_a_holder_slower_than_the_socket_time
     # The served buyer has queued for most of its wait when the holder takes its request, and the
     # holder then works longer than a socket timeout, well within its lock's TTL.
     buyers, out = queue_one_by_one(
+        _buy,
         [{"key": "holder", "quantity": 1}, {"key": "served", "quantity": 2}],
         hold_after=settings.LOCK_WAIT_SECONDS - 0.5,
     )
@@ -105,7 +83,7 @@ def test_a_holder_killed_between_its_commit_and_its_answers_still_gets_every_buy
     hot = make_product(sku="HOT", stock=10)
     monkeypatch.setattr(QueuedLock, "answer", lambda lock, answers: os._exit(9) if answers else None)
 
-    buyers, out = queue_one_by_one([{"key": f"k{n}", "quantity": 1} for n in range(4)])
+    buyers, out = queue_one_by_one(_buy, [{"key": f"k{n}", "quantity": 1} for n in range(4)])
     for buyer in buyers:
         buyer.join(60)
 
@@ -125,14 +103,17 @@ def _waiting_connections(redis_client):
     return [client for client in redis_client.client_list() if "b" in client["flags"]]
 
 
-def test_a_served_buyer_whose_redis_connection_drops_while_it_waits_still_gets_its_order(make_product, monkeypatch):
+def test_a_served_buyer_whose_redis_connection_drops_while_it_waits_still_gets_its_order(
+    make_product, monkeypatch, tmp_path
+):
     hot = make_product(sku="HOT", stock=10)
-    monkeypatch.setattr(services, "_orders_place_batch", _slow_batches(3))
+    serving = tmp_path / "serving"
+    monkeypatch.setattr(services, "_orders_place_batch", _slow_batches(3, started=serving))
     redis_client = caches[settings.LOCK_CACHE_ALIAS].client.get_client(write=True)
 
-    buyers, out = queue_one_by_one([{"key": "holder", "quantity": 1}, {"key": "served", "quantity": 1}])
+    buyers, out = queue_one_by_one(_buy, [{"key": "holder", "quantity": 1}, {"key": "served", "quantity": 1}])
     deadline = time.monotonic() + 10
-    while not (waiting := _waiting_connections(redis_client)):
+    while not serving.exists() or not (waiting := _waiting_connections(redis_client)):
         assert time.monotonic() < deadline, "the served buyer never waited for its answer"
         time.sleep(0.05)
     for client in waiting:
@@ -152,7 +133,7 @@ def test_a_batch_that_expires_an_overdue_order_still_serves_in_queue_order(make_
     Order.objects.filter(pk=overdue.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
 
     # Alone, A (4) gets every unit once the overdue order is expired, and B (3) then finds none.
-    buyers, out = queue_one_by_one([{"key": "A", "quantity": 4}, {"key": "B", "quantity": 3}])
+    buyers, out = queue_one_by_one(_buy, [{"key": "A", "quantity": 4}, {"key": "B", "quantity": 3}])
     answers = _answers(buyers, out, 2)
 
     assert answers["A"] == {"number": Order.objects.get(idempotency_key="A").number}
