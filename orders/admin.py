@@ -1,19 +1,36 @@
 """Orders in the admin: read-only records; their status changes only through ``orders.services`` (the actions)."""
 
+import logging
+
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.contrib.admin.actions import delete_selected as django_delete_selected
 from django.contrib.auth import get_permission_codename
+from django.db import transaction
 from django.db.models import DecimalField, F, OuterRef, Subquery, Sum
+from django.http import HttpResponseRedirect
+from django.urls import reverse
 from django.utils import timezone
 
 from inventory.errors import DomainError
 from orders.models import Order, OrderLine
-from orders.selectors import order_list_overdue
+from orders.selectors import order_list_deletable, order_list_overdue
 from orders.services import order_cancel, order_release_expired
 from shop.admin_base import ReadOnlyAdminMixin, SoftDeleteAdmin
 
+logger = logging.getLogger(__name__)
+
 Status = Order.Status
+
+
+class OrdersRevived(Exception):
+    """Raised inside a delete's transaction to undo it: a payment revived these orders after the check."""
+
+    def __init__(self, numbers: list[str]):
+        super().__init__(
+            f"a payment revived {', '.join(numbers)} after you confirmed (awaiting payment again, holding stock)"
+        )
 
 
 class OverdueFilter(admin.SimpleListFilter):
@@ -76,7 +93,7 @@ class OrderAdmin(SoftDeleteAdmin):
         ("Record", {"fields": ["idempotency_key", "created_at", "updated_at", "is_deleted", "deleted_at"]}),
     ]
     inlines = [OrderLineInline]
-    actions = [*SoftDeleteAdmin.actions, "cancel_selected", "release_expired_now"]
+    actions = ["delete_selected", *SoftDeleteAdmin.actions, "cancel_selected", "release_expired_now"]
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(total_amount=_line_totals())
@@ -103,8 +120,37 @@ class OrderAdmin(SoftDeleteAdmin):
         return deleted, counts, perms_needed, protected + holding
 
     def delete_queryset(self, request, queryset):
-        """The status is checked again in the UPDATE itself, in case a payment revived an expired order meanwhile."""
-        super().delete_queryset(request, queryset.exclude(status=Status.AWAITING_PAYMENT))
+        """One UPDATE conditional on a final status, for the bulk action and (``delete_model``) for one order.
+
+        A payment may have revived an expired order since ``get_deleted_objects`` looked; such an order
+        raises ``OrdersRevived``, which rolls back the caller's transaction: the delete and its log entries.
+        """
+        selected = list(queryset.filter(is_deleted=False).values_list("pk", flat=True))
+        order_list_deletable().filter(pk__in=selected).delete()
+        if revived := list(Order.objects.filter(pk__in=selected).values_list("number", flat=True)):
+            logger.info("delete of order(s) %s refused: a payment revived them", ", ".join(revived))
+            raise OrdersRevived(revived)
+        self.message_user(
+            request, 'Deleted rows are hidden, not erased: filter "Deleted: Yes" and use "Restore selected".'
+        )
+
+    def delete_view(self, request, object_id, extra_context=None):
+        """Django's delete view runs in a transaction: an order lost to a payment undoes it and is reported."""
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except OrdersRevived as lost:
+            self.message_user(request, f"Not deleted: {lost}; cancel it first.", messages.ERROR)
+            return HttpResponseRedirect(reverse("admin:orders_order_change", args=[object_id]))
+
+    @admin.action(description=django_delete_selected.short_description, permissions=["delete"])
+    def delete_selected(self, request, queryset):
+        """Django's bulk delete in one transaction, so an order lost to a payment undoes it all."""
+        try:
+            with transaction.atomic():
+                return django_delete_selected(self, request, queryset)
+        except OrdersRevived as lost:
+            self.message_user(request, f"Nothing deleted: {lost}; cancel it first, or leave it out.", messages.ERROR)
+            return None
 
     @admin.display(description="customer / email", ordering="email")
     def buyer(self, order):

@@ -18,21 +18,49 @@ def order_list_overdue() -> QuerySet[Order]:
     return Order.objects.filter(status=Order.Status.AWAITING_PAYMENT, expires_at__lte=Now()).order_by("pk")
 
 
+def order_list_deletable() -> QuerySet[Order]:
+    """Orders staff may delete: final ones not deleted yet.
+
+    An order awaiting payment holds stock, and a deleted order is hidden from the sweeps that would
+    release it, so a delete is one UPDATE filtered on this: a payment that revives an expired order after
+    the admin looked makes it match nothing.
+    """
+    return Order.objects.filter(status__in=FINAL_STATUSES)
+
+
+def _holding_stock() -> QuerySet[Reservation]:
+    return Reservation.objects.filter(state=Reservation.State.ACTIVE).values("order_line__order")
+
+
+def _past_release_grace(orders: QuerySet[Order]) -> QuerySet[Order]:
+    """Drop failed payments whose release may still be queued (``order_fail_payment``).
+
+    The failed-payments sweep retries such a release every EXPIRY_SWEEP_SECONDS, so one counts as
+    stuck once two sweeps have passed. Every other final status releases or commits its stock in the
+    transaction that sets it.
+    """
+    grace = db_now() - timedelta(seconds=2 * settings.EXPIRY_SWEEP_SECONDS)
+    return orders.exclude(status=Order.Status.PAYMENT_FAILED, updated_at__gte=grace)
+
+
 def order_list_final_holding_stock() -> QuerySet[Order]:
     """Orders that are paid, cancelled, expired or failed but still have active reservations."""
-    holding = Reservation.objects.filter(state=Reservation.State.ACTIVE).values("order_line__order")
-    return Order.all_objects.filter(status__in=FINAL_STATUSES, pk__in=holding).order_by("pk")
+    return Order.all_objects.filter(status__in=FINAL_STATUSES, pk__in=_holding_stock()).order_by("pk")
 
 
 def order_list_stuck_holding_stock() -> QuerySet[Order]:
-    """Final orders holding stock that nothing already on its way will release: drift.
+    """Final orders, not deleted, holding stock that nothing already on its way will release: drift."""
+    return _past_release_grace(order_list_final_holding_stock().filter(is_deleted=False))
 
-    A failed payment's release is queued (``order_fail_payment``) and the failed-payments sweep
-    retries it every EXPIRY_SWEEP_SECONDS, so such an order counts once two sweeps have passed.
-    Every other final status releases or commits its stock in the transaction that sets it.
+
+def order_list_deleted_holding_stock() -> QuerySet[Order]:
+    """Deleted orders holding stock, whatever their status: drift that no sweep releases.
+
+    The sweeps load orders through ``Order.objects``, which hides deleted rows, and every status change
+    is filtered the same way, so a deleted order awaiting payment keeps its stock for good (a payment
+    refuses it as not found). A failed payment's queued release (which does find it) gets its grace.
     """
-    grace = db_now() - timedelta(seconds=2 * settings.EXPIRY_SWEEP_SECONDS)
-    return order_list_final_holding_stock().exclude(status=Order.Status.PAYMENT_FAILED, updated_at__gte=grace)
+    return _past_release_grace(Order.all_objects.filter(is_deleted=True, pk__in=_holding_stock()).order_by("pk"))
 
 
 def order_list_overdue_holding(*, skus) -> QuerySet[Order]:

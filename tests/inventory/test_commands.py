@@ -1,3 +1,4 @@
+import logging
 import subprocess
 import sys
 from datetime import timedelta
@@ -15,7 +16,7 @@ from inventory.models import Stock, StockMovement
 from inventory.oversell_demo import oversell_experiment_run
 from inventory.tasks import reconcile_stock
 from orders.models import Order
-from orders.services import order_place
+from orders.services import order_place, order_release_expired
 from tests.conftest import assert_books_balance, stock_of
 
 
@@ -98,7 +99,7 @@ def test_reconcile_passes_on_balanced_books(make_product, customer):
     make_product(sku="MUG", stock=10)
     order_place(customer=customer, items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k")
     output = run("reconcile")
-    assert "1 stock(s) checked, 0 drifted, 0 final order(s) holding stock." in output
+    assert "1 stock(s) checked, 0 drifted, 0 final order(s) holding stock, 0 deleted order(s) holding stock." in output
 
 
 @pytest.mark.django_db
@@ -143,7 +144,7 @@ def test_a_failed_payment_whose_release_is_still_queued_is_not_drift_until_two_s
     failed = Order.objects.filter(pk=order.pk)
     failed.update(status=Order.Status.PAYMENT_FAILED)  # its release task is queued, not run yet
 
-    assert "0 final order(s) holding stock." in run("reconcile")
+    assert "0 final order(s) holding stock, 0 deleted order(s) holding stock." in run("reconcile")
     assert reconcile_stock() == 0
 
     failed.update(updated_at=timezone.now() - timedelta(seconds=2 * settings.EXPIRY_SWEEP_SECONDS + 5))
@@ -152,6 +153,56 @@ def test_a_failed_payment_whose_release_is_still_queued_is_not_drift_until_two_s
     assert reconcile_stock() == 1
     run("reconcile", "--fix")
     assert stock_of(mug).reserved == 0
+    assert_books_balance(mug)
+
+
+def _deleted_holding_stock(order):
+    """Deleted with its stock still reserved, as a delete that skipped the status check left it."""
+    Order.objects.filter(pk=order.pk).update(is_deleted=True, deleted_at=timezone.now())
+
+
+@pytest.mark.django_db
+def test_reconcile_finds_a_deleted_unpaid_order_holding_stock_and_fix_restores_it(make_product, customer, caplog):
+    mug = make_product(sku="MUG", stock=10)
+    order = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k")
+    _deleted_holding_stock(order)
+    Order.all_objects.filter(pk=order.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert order_release_expired(batch_size=10).done == 0  # hidden from the expiry sweep
+
+    with caplog.at_level(logging.ERROR, logger="inventory"), pytest.raises(CommandError) as error:
+        run("reconcile")
+    assert error.value.returncode == 1
+    assert reconcile_stock() == 1
+    assert f"deleted order {order.number} (awaiting_payment) still holds stock" in caplog.text
+
+    output = run("reconcile", "--fix")
+
+    assert "0 final order(s) holding stock, 0 deleted order(s) holding stock." in output.split("Repaired")[1]
+    restored = Order.objects.get(pk=order.pk)
+    assert (restored.status, stock_of(mug).reserved) == ("awaiting_payment", 2)
+    assert order_release_expired(batch_size=10).done == 1  # visible again, so the sweep expires it
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (10, 0)
+    run("reconcile")
+    assert_books_balance(mug)
+
+
+@pytest.mark.django_db
+def test_reconcile_reports_a_deleted_final_order_holding_stock_and_fix_settles_it(make_product, customer):
+    mug = make_product(sku="MUG", stock=10)
+    order = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 3}], idempotency_key="k")
+    Order.objects.filter(pk=order.pk).update(status=Order.Status.CANCELLED)  # status moved, stock did not
+    _deleted_holding_stock(order)
+
+    with pytest.raises(CommandError):
+        run("reconcile")
+    assert reconcile_stock() == 1
+    output = run("reconcile", "--fix")
+
+    assert f"Order {order.number} is cancelled and deleted but still holds stock." in output
+    assert "0 final order(s) holding stock, 0 deleted order(s) holding stock." in output.split("Repaired")[1]
+    assert Order.all_objects.filter(pk=order.pk, status="cancelled", is_deleted=True).exists()
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (10, 0)
+    assert StockMovement.objects.filter(order=order, kind="release").count() == 1
     assert_books_balance(mug)
 
 

@@ -3,16 +3,22 @@
 Transactional tests: the actions run the order services, whose durable transactions need a real commit.
 """
 
+import threading
+from contextlib import contextmanager
 from datetime import timedelta
 
 import pytest
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.admin.models import DELETION, LogEntry
 from django.contrib.auth.models import Permission
+from django.db import connections
 from django.urls import reverse
 from django.utils import timezone
 
+from orders.admin import OrderAdmin
 from orders.models import Order
-from orders.services import order_cancel, order_pay, order_place
+from orders.payments import SimulatedGateway
+from orders.services import order_cancel, order_expire, order_pay, order_place
 from tests.conftest import assert_books_balance, messages_of, stock_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -155,6 +161,99 @@ def test_delete_is_soft_but_never_for_an_order_that_still_holds_stock(staff_admi
     assert listed(staff_admin, "?deleted=yes") == {cancelled.number}
     assert staff_admin.get(reverse("admin:orders_order_change", args=[cancelled.pk])).status_code == 200
     assert stock_of(mug).reserved == 2
+    assert_books_balance(mug)
+
+
+@contextmanager
+def paid_after_the_delete_check(order, monkeypatch):
+    """A customer pays the expired ``order`` just after the admin's delete has checked it (``get_deleted_objects``).
+
+    The payment, in another thread as another web process would run it, reserves the stock again and waits
+    at the gateway: while the admin goes on to delete, the order awaits payment and holds stock. The charge
+    completes when the block ends; yields the payment's outcome.
+    """
+    charging, resume, outcome = threading.Event(), threading.Event(), {}
+
+    class SlowGateway(SimulatedGateway):
+        def charge(self, **kwargs):
+            charging.set()
+            resume.wait(30)
+            return super().charge(**kwargs)
+
+    def pay():
+        try:
+            outcome["status"] = order_pay(order=order).status
+        finally:
+            connections.close_all()
+
+    payer = threading.Thread(target=pay)
+    check = OrderAdmin.get_deleted_objects
+
+    def check_then_pay(admin, objs, request):
+        checked = check(admin, objs, request)
+        if request.method == "POST":
+            payer.start()
+            assert charging.wait(10)
+        return checked
+
+    monkeypatch.setattr("orders.services.payment_gateway", SlowGateway)
+    monkeypatch.setattr(OrderAdmin, "get_deleted_objects", check_then_pay)
+    try:
+        yield outcome
+    finally:
+        resume.set()
+        payer.join(30)
+
+
+def expired_order(sku, quantity, key):
+    order = place(sku, quantity, key)
+    make_overdue(order)
+    assert order_expire(order=order)
+    return order
+
+
+def test_a_delete_that_a_payment_overtakes_is_refused_and_changes_nothing(staff_admin, make_product, monkeypatch):
+    mug = make_product(sku="MUG", stock=10)
+    order = expired_order("MUG", 2, "k1")
+
+    with paid_after_the_delete_check(order, monkeypatch) as payment:
+        response = staff_admin.post(reverse("admin:orders_order_delete", args=[order.pk]), {"post": "yes"})
+        during = Order.all_objects.get(pk=order.pk)
+        reserved_during = stock_of(mug).reserved
+
+    assert (during.status, during.is_deleted, reserved_during) == ("awaiting_payment", False, 2)
+    assert response.status_code == 302
+    assert messages_of(response) == [
+        f"Not deleted: a payment revived {order.number} after you confirmed (awaiting payment again, holding stock);"
+        " cancel it first."
+    ]
+    assert not LogEntry.objects.filter(action_flag=DELETION).exists()
+    assert payment == {"status": "paid"}
+    assert Order.objects.get(pk=order.pk).status == "paid"
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (8, 0)
+    assert_books_balance(mug)
+
+
+def test_a_bulk_delete_that_a_payment_overtakes_deletes_none_of_the_selection(staff_admin, make_product, monkeypatch):
+    mug = make_product(sku="MUG", stock=10)
+    revived = expired_order("MUG", 2, "k1")
+    cancelled = order_cancel(order=place("MUG", 1, "k2"))
+
+    with paid_after_the_delete_check(revived, monkeypatch) as payment:
+        response = run_action(staff_admin, "delete_selected", revived, cancelled, post="yes")
+        during = {o.number: (o.status, o.is_deleted) for o in Order.all_objects.all()}
+        reserved_during = stock_of(mug).reserved
+
+    assert during == {revived.number: ("awaiting_payment", False), cancelled.number: ("cancelled", False)}
+    assert reserved_during == 2
+    assert response.status_code == 302
+    assert messages_of(response) == [
+        f"Nothing deleted: a payment revived {revived.number} after you confirmed (awaiting payment again, holding "
+        "stock); cancel it first, or leave it out."
+    ]
+    assert not LogEntry.objects.filter(action_flag=DELETION).exists()
+    assert payment == {"status": "paid"}
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (8, 0)
     assert_books_balance(mug)
 
 

@@ -6,7 +6,8 @@ from tqdm import tqdm
 from inventory.errors import DomainError
 from inventory.selectors import stock_books
 from inventory.services import stock_rebuild_from_ledger
-from orders.selectors import order_list_stuck_holding_stock
+from orders.models import Order
+from orders.selectors import order_list_deleted_holding_stock, order_list_stuck_holding_stock
 from orders.services import order_reservations_settle
 
 logger = logging.getLogger("inventory.reconcile")
@@ -15,26 +16,28 @@ logger = logging.getLogger("inventory.reconcile")
 class Command(BaseCommand):
     help = (
         "Check the books: stock counters against the ledger, reserved against active reservations, and "
-        "that no paid, cancelled, expired or failed order still holds stock (a failed payment's queued "
-        "release gets two sweep intervals). Exits 1 on any drift. "
-        "--fix settles such orders and rebuilds drifted counters from the ledger, under the locks."
+        "that no paid, cancelled, expired or failed order, and no deleted order, still holds stock (a failed "
+        "payment's queued release gets two sweep intervals). Exits 1 on any drift. "
+        "--fix settles such orders, restores deleted ones still awaiting payment, and rebuilds drifted "
+        "counters from the ledger, under the locks."
     )
 
     def add_arguments(self, parser):
         parser.add_argument("--fix", action="store_true", help="repair what can be repaired, then check again")
 
     def handle(self, *args, fix, **options):
-        drifted, holding = self.check_books()
-        if fix and (drifted or holding):
-            self.repair(drifted, holding)
-            drifted, holding = self.check_books()
-        if drifted or holding:
+        drifted, holding, hidden = self.check_books()
+        if fix and (drifted or holding or hidden):
+            self.repair(drifted, holding + hidden)
+            drifted, holding, hidden = self.check_books()
+        if drifted or holding or hidden:
             raise CommandError("The books do not balance (see above).", returncode=1)
 
     def check_books(self):
         books = stock_books()
         drifted = [row for row in books if row.drifted]
         holding = list(order_list_stuck_holding_stock())
+        hidden = list(order_list_deleted_holding_stock())
         self.stdout.write(
             f"{'SKU':<24} {'on hand':>9} {'ledger':>9} {'reserved':>9} {'ledger':>9} {'active':>9}  status"
         )
@@ -46,16 +49,24 @@ class Command(BaseCommand):
             )
         for order in holding:
             self.stdout.write(self.style.ERROR(f"Order {order.number} is {order.status} but still holds stock."))
+        for order in hidden:
+            self.stdout.write(
+                self.style.ERROR(f"Order {order.number} is {order.status} and deleted but still holds stock.")
+            )
+            logger.error("deleted order %s (%s) still holds stock; no sweep releases it", order.number, order.status)
         for row in drifted:
             logger.error("stock drift %s", row.describe())
-        summary = f"{len(books)} stock(s) checked, {len(drifted)} drifted, {len(holding)} final order(s) holding stock."
-        self.stdout.write(self.style.ERROR(summary) if drifted or holding else self.style.SUCCESS(summary))
-        return drifted, holding
+        summary = (
+            f"{len(books)} stock(s) checked, {len(drifted)} drifted, {len(holding)} final order(s) holding stock, "
+            f"{len(hidden)} deleted order(s) holding stock."
+        )
+        self.stdout.write(self.style.ERROR(summary) if drifted or holding or hidden else self.style.SUCCESS(summary))
+        return drifted, holding, hidden
 
-    def repair(self, drifted, holding):
-        with tqdm(total=len(drifted) + len(holding), unit="fix", disable=len(drifted) + len(holding) < 20) as bar:
-            for order in holding:
-                order_reservations_settle(order=order)
+    def repair(self, drifted, orders):
+        with tqdm(total=len(drifted) + len(orders), unit="fix", disable=len(drifted) + len(orders) < 20) as bar:
+            for order in orders:
+                self.settle(order)
                 bar.update()
             for row in drifted:
                 try:
@@ -64,3 +75,17 @@ class Command(BaseCommand):
                     self.stderr.write(f"{row.sku}: {exc.as_text()}")
                 bar.update()
         self.stdout.write("Repaired; checking again:")
+
+    def settle(self, order):
+        """A final order's stock follows its status. A deleted order awaiting payment is restored instead.
+
+        Its delete lost to a payment (a customer may be paying right now), so the shop treats it as the
+        open order it is: visible again, it can be paid, or the expiry sweep releases its stock when due.
+        Staff can cancel it, or delete it again once it is final.
+        """
+        if order.is_deleted and order.status == Order.Status.AWAITING_PAYMENT:
+            order.restore()
+            logger.warning("order %s restored: deleted while awaiting payment, it held stock", order.number)
+            self.stdout.write(f"Order {order.number} restored: it awaits payment and holds stock.")
+        else:
+            order_reservations_settle(order=order)
