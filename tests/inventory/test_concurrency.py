@@ -182,16 +182,19 @@ def _sell3_buy(quantity, pause):
     return True
 
 
-def _service_buy(key, quantity, pause):
-    """The service, given the same pause at the same point (after the update, before the commit)."""
-    reserve = orders.services.stock_reserve
+def _service_buy(key, quantity, pause, pauses):
+    """The service, given the same pause at the same point: after its stock decision (the guarded
+    UPDATE of ``stock_allocate``), before its commit. Each pause is recorded as a line in ``pauses``."""
+    allocate = orders.services.stock_allocate
 
-    def reserve_then_pause(**kwargs):
-        reservations = reserve(**kwargs)
+    def allocate_then_pause(**kwargs):
+        outcomes = allocate(**kwargs)
+        with open(pauses, "a") as out:
+            out.write(f"{key}\n")
         time.sleep(pause)  # still inside the lock: rivals wait instead of reading stale rows
-        return reservations
+        return outcomes
 
-    orders.services.stock_reserve = reserve_then_pause
+    orders.services.stock_allocate = allocate_then_pause
     wait_for_peers()
     return _place([{"sku": "MUG", "quantity": quantity}], key)["outcome"] == "placed"
 
@@ -206,8 +209,9 @@ def seed_table(transactional_db):
         cursor.execute(f"DROP TABLE {SEED_TABLE}")
 
 
-def test_seed_sell3_oversells_on_mariadb_while_the_service_does_not(seed_table, make_product):
+def test_seed_sell3_oversells_on_mariadb_while_the_service_does_not(seed_table, make_product, tmp_path):
     buyers, stock, pause = 6, 3, 0.3
+    pauses = tmp_path / "pauses"
 
     seed_sales = run_parallel(_sell3_buy, [{"quantity": 1, "pause": pause}] * buyers, processes=buyers, barrier=True)
     with connection.cursor() as cursor:
@@ -217,12 +221,13 @@ def test_seed_sell3_oversells_on_mariadb_while_the_service_does_not(seed_table, 
     mug = make_product(sku="MUG", stock=stock)
     service_sales = run_parallel(
         _service_buy,
-        [{"key": f"b{i}", "quantity": 1, "pause": pause} for i in range(buyers)],
+        [{"key": f"b{i}", "quantity": 1, "pause": pause, "pauses": str(pauses)} for i in range(buyers)],
         processes=buyers,
         barrier=True,
     )
 
     assert sum(seed_sales) > stock and seed_left < 0, "sell3 should have oversold"
     assert sum(service_sales) == stock
+    assert pauses.read_text().split(), "the pause never hit the service between its decision and its commit"
     assert stock_of(mug).available == 0 and Stock.objects.get(product=mug).reserved == stock
     assert_books_balance(mug)
