@@ -247,9 +247,14 @@ SWEEP_LEASE_SECONDS = env.float("SWEEP_LEASE_SECONDS", default=60)
 # A sweeper waits this little for a SKU (a payment may be in flight) and otherwise retries later.
 SWEEP_LOCK_WAIT_SECONDS = env.float("SWEEP_LOCK_WAIT_SECONDS", default=1.0)
 
+# A charge neither applied nor refunded this long after it was recorded (its payer died, or lost the
+# database at its commit) is settled by the payment sweep: applied if its order can still be paid, else refunded.
+PAYMENT_SETTLE_AFTER_SECONDS = env.float("PAYMENT_SETTLE_AFTER_SECONDS", default=120)
+
 CELERY_BEAT_SCHEDULE = {
     "expire-overdue-orders": {"task": "orders.tasks.sweep_expired_orders", "schedule": EXPIRY_SWEEP_SECONDS},
     "release-failed-payments": {"task": "orders.tasks.sweep_failed_payments", "schedule": EXPIRY_SWEEP_SECONDS},
+    "settle-payments": {"task": "orders.tasks.settle_payments", "schedule": EXPIRY_SWEEP_SECONDS},
     "reconcile-stock": {"task": "inventory.tasks.reconcile_stock", "schedule": RECONCILE_SECONDS},
 }
 

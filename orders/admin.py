@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from inventory.errors import DomainError
-from orders.models import Order, OrderLine
+from orders.models import Order, OrderLine, Payment
 from orders.selectors import order_list_deletable, order_list_overdue
 from orders.services import order_cancel, order_release_expired
 from shop.admin_base import ReadOnlyAdminMixin, SoftDeleteAdmin
@@ -31,6 +31,13 @@ class OrdersRevived(Exception):
         super().__init__(
             f"a payment revived {', '.join(numbers)} after you confirmed (awaiting payment again, holding stock)"
         )
+
+
+class PaymentInline(ReadOnlyAdminMixin, admin.TabularInline):
+    """Every charge taken for the order and what became of it (captured, refunded, or not yet settled)."""
+
+    model = Payment
+    fields = readonly_fields = ["reference", "amount", "state", "created_at", "updated_at"]
 
 
 class OverdueFilter(admin.SimpleListFilter):
@@ -92,7 +99,7 @@ class OrderAdmin(SoftDeleteAdmin):
         ("Reservation and payment", {"fields": ["expires_at", "paid_at", "payment_reference"]}),
         ("Record", {"fields": ["idempotency_key", "created_at", "updated_at", "is_deleted", "deleted_at"]}),
     ]
-    inlines = [OrderLineInline]
+    inlines = [OrderLineInline, PaymentInline]
     actions = ["delete_selected", *SoftDeleteAdmin.actions, "cancel_selected", "release_expired_now"]
 
     def get_queryset(self, request):

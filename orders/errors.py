@@ -23,6 +23,11 @@ class PaymentDeclined(DomainError):
     default_detail = "The payment was declined; the reserved stock was released."
 
 
+class PaymentNotApplied(DomainError):
+    code = "payment_not_applied"
+    default_detail = "The charge was refunded before it could be applied to the order; pay again."
+
+
 class OrderNotCancellable(DomainError):
     code = "order_not_cancellable"
     default_detail = "A paid order cannot be cancelled."

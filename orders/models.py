@@ -94,3 +94,33 @@ class OrderLine(BaseModel):
     @property
     def line_total(self):
         return self.unit_price * self.quantity
+
+
+class Payment(BaseModel):
+    """A charge the gateway took for an order, recorded before the order is marked paid with it.
+
+    The order turns paid in the same transaction that captures its payment, so the payment's state
+    always says whether the charge was applied, also when a commit's outcome was never heard: a charge
+    is never refunded on a guess (``orders.services.payment_settle``).
+    """
+
+    class State(models.TextChoices):
+        CHARGED = "charged", "Charged, not yet applied"
+        CAPTURED = "captured", "Applied: the order is paid with it"
+        REFUNDING = "refunding", "Being refunded"
+        REFUNDED = "refunded", "Refunded"
+
+    order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="payments")
+    reference = models.CharField(max_length=64, unique=True)
+    amount = models.DecimalField(max_digits=12, decimal_places=2)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.CHARGED, db_index=True)
+
+    class Meta(BaseModel.Meta):
+        ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(condition=~Q(reference=""), name="payment_reference_present"),
+            models.CheckConstraint(condition=Q(amount__gte=0), name="payment_amount_not_negative"),
+        ]
+
+    def __str__(self):
+        return self.reference

@@ -5,9 +5,10 @@ from datetime import timedelta
 from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.db.models.functions import Now
+from django.utils import timezone
 
 from inventory.models import Reservation
-from orders.models import Order
+from orders.models import Order, Payment
 from shop.clock import db_now
 
 FINAL_STATUSES = [Order.Status.PAID, Order.Status.CANCELLED, Order.Status.EXPIRED, Order.Status.PAYMENT_FAILED]
@@ -84,3 +85,10 @@ def order_list_for_visitor(*, customer, guest_numbers) -> QuerySet[Order]:
     if customer is not None:
         mine |= Q(customer=customer)
     return Order.objects.filter(mine).prefetch_related("lines__product").order_by("-created_at", "-id")
+
+
+def payment_list_unsettled(*, older_than: timedelta) -> QuerySet:
+    """Charges neither applied nor refunded (their payer died or lost the database) for ``older_than``."""
+    return Payment.objects.filter(
+        state__in=[Payment.State.CHARGED, Payment.State.REFUNDING], updated_at__lt=timezone.now() - older_than
+    ).order_by("pk")

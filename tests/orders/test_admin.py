@@ -62,8 +62,9 @@ def test_the_order_pages_open_and_are_read_only(staff_admin, make_product):
     [row] = changelist.context["cl"].result_list
     assert (row.number, row.status, str(row.total_amount)) == (order.number, "awaiting_payment", "45.00")
     assert page.context["title"] == "View order"
-    [lines] = page.context["inline_admin_formsets"]
+    lines, payments = page.context["inline_admin_formsets"]
     assert [form.instance.product.sku for form in lines.formset.forms] == ["MUG", "CAP"]
+    assert payments.formset.forms == []  # not paid yet: no charge
     assert "2 active until" in page.content.decode()
     assert staff_admin.post(url, {"status": "paid"}).status_code == 403
     assert staff_admin.get(reverse("admin:orders_order_add")).status_code == 403
