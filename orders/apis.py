@@ -42,7 +42,11 @@ IDEMPOTENCY_KEY = OpenApiParameter(
 UNAUTHENTICATED = OpenApiResponse(ErrorSerializer, description="not_authenticated, authentication_failed")
 CSRF_REFUSED = OpenApiResponse(ErrorSerializer, description="permission_denied: session auth without a CSRF token")
 NOT_FOUND = OpenApiResponse(ErrorSerializer, description="not_found (no such order of yours), order_not_found")
-BUSY = OpenApiResponse(ErrorSerializer, description="lock_timeout or lock_unavailable; see Retry-After")
+BUSY = OpenApiResponse(
+    ErrorSerializer,
+    description="lock_timeout or lock_unavailable (nothing changed), lock_timeout with outcome 'unknown' or "
+    "database_unavailable (it may have happened: retry with the same Idempotency-Key); see Retry-After",
+)
 
 
 def _order_of(request, number: str):
@@ -145,7 +149,8 @@ class OrderPayApi(APIView):
             404: NOT_FOUND,
             409: OpenApiResponse(
                 InsufficientStockErrorSerializer,
-                description="order_not_payable (cancelled or failed), order_expired (its stock is gone: shortages)",
+                description="order_not_payable (cancelled or failed), order_expired (its stock is gone: shortages), "
+                "payment_not_applied (the charge was refunded before it could be applied: pay again)",
             ),
             503: BUSY,
         },
