@@ -86,6 +86,15 @@ def assert_books_balance(*products) -> None:
         assert active == stock.reserved, product.sku
 
 
+def assert_told_their_orders(answers: dict, keys: list[str]) -> None:
+    """The orders in the database are those of ``keys``, and each buyer was told its order's number."""
+    from orders.models import Order
+
+    placed = dict(Order.objects.values_list("idempotency_key", "number"))
+    assert sorted(placed) == sorted(keys)
+    assert answers == {key: {"number": number} for key, number in placed.items()}
+
+
 @pytest.fixture
 def staff_user(django_user_model):
     return django_user_model.objects.create_user(username="stan", password="pw-stan-123", is_staff=True)

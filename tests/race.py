@@ -107,3 +107,10 @@ def queue_one_by_one(target, jobs: list, *, sku: str = "HOT", hold_after: float 
                 time.sleep(0.01)
         time.sleep(hold_after)
     return processes, out
+
+
+def answers_of(processes, out, count: int, *, timeout: float = 60) -> dict:
+    """Wait for ``processes`` and collect the ``count`` (key, answer) pairs they put on ``out``."""
+    for process in processes:
+        process.join(timeout)
+    return dict(out.get(timeout=5) for _ in range(count))

@@ -16,8 +16,8 @@ from inventory.errors import DomainError
 from inventory.locks import QueuedLock
 from orders import services
 from orders.models import Order
-from tests.conftest import assert_books_balance, stock_of
-from tests.race import queue_one_by_one
+from tests.conftest import assert_books_balance, assert_told_their_orders, stock_of
+from tests.race import answers_of, queue_one_by_one
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -49,12 +49,6 @@ def _slow_batches(seconds, started=None):
     return slow
 
 
-def _answers(buyers, out, count):
-    for buyer in buyers:
-        buyer.join(60)
-    return dict(out.get(timeout=5) for _ in range(count))
-
-
 def test_a_served_buyer_gets_its_order_from_a_holder_slower_than_the_socket_timeout(make_product, monkeypatch):
     hot = make_product(sku="HOT", stock=10)
     socket_timeout = settings.CACHES[settings.LOCK_CACHE_ALIAS]["OPTIONS"]["SOCKET_TIMEOUT"]
@@ -68,11 +62,9 @@ def test_a_served_buyer_gets_its_order_from_a_holder_slower_than_the_socket_time
         [{"key": "holder", "quantity": 1}, {"key": "served", "quantity": 2}],
         hold_after=settings.LOCK_WAIT_SECONDS - 0.5,
     )
-    answers = _answers(buyers, out, 2)
+    answers = answers_of(buyers, out, 2)
 
-    placed = dict(Order.objects.values_list("idempotency_key", "number"))
-    assert answers == {key: {"number": number} for key, number in placed.items()}
-    assert sorted(placed) == ["holder", "served"]
+    assert_told_their_orders(answers, ["holder", "served"])
     assert stock_of(hot).reserved == 3
     assert_books_balance(hot)
 
@@ -118,11 +110,9 @@ def test_a_served_buyer_whose_redis_connection_drops_while_it_waits_still_gets_i
         time.sleep(0.05)
     for client in waiting:
         redis_client.client_kill_filter(_id=client["id"])
-    answers = _answers(buyers, out, 2)
+    answers = answers_of(buyers, out, 2)
 
-    placed = dict(Order.objects.values_list("idempotency_key", "number"))
-    assert answers == {key: {"number": number} for key, number in placed.items()}
-    assert sorted(placed) == ["holder", "served"]
+    assert_told_their_orders(answers, ["holder", "served"])
     assert stock_of(hot).reserved == 2
     assert_books_balance(hot)
 
@@ -134,7 +124,7 @@ def test_a_batch_that_expires_an_overdue_order_still_serves_in_queue_order(make_
 
     # Alone, A (4) gets every unit once the overdue order is expired, and B (3) then finds none.
     buyers, out = queue_one_by_one(_buy, [{"key": "A", "quantity": 4}, {"key": "B", "quantity": 3}])
-    answers = _answers(buyers, out, 2)
+    answers = answers_of(buyers, out, 2)
 
     assert answers["A"] == {"number": Order.objects.get(idempotency_key="A").number}
     assert answers["B"]["code"] == "insufficient_stock"
