@@ -91,8 +91,9 @@ def test_a_holder_killed_between_its_commit_and_its_answers_still_gets_every_buy
 
 
 def _waiting_connections(redis_client):
-    """Connections blocked in BLPOP: buyers waiting for a hand-off or an answer."""
-    return [client for client in redis_client.client_list() if "b" in client["flags"]]
+    """Connections to our Redis database blocked in BLPOP: buyers waiting for a hand-off or an answer."""
+    db = str(redis_client.connection_pool.connection_kwargs.get("db", 0))
+    return [client for client in redis_client.client_list() if "b" in client["flags"] and client["db"] == db]
 
 
 def test_a_served_buyer_whose_redis_connection_drops_while_it_waits_still_gets_its_order(
