@@ -22,6 +22,9 @@ from shop.views import cart_lines
 
 SESSION_ORDERS = "orders"  # numbers of the orders this browser placed as a guest
 SESSION_CHECKOUT_KEYS = "checkout_keys"  # idempotency keys of checkout pages shown to this browser
+# The email each key was submitted with while its outcome is unknown: a guest's key is scoped by email,
+# so its next submit must use the same one to find (or place once) the order.
+SESSION_UNCONFIRMED = "checkout_unconfirmed"
 UNCONFIRMED = "We could not confirm your order; submit again, it will not be placed twice."
 
 logger = logging.getLogger(__name__)
@@ -46,7 +49,10 @@ def checkout(request):
     shortages = {}
     retry_key = None  # set when the order may have been placed: the page keeps its key
     form = CheckoutForm(request.POST if request.method == "POST" else None)
+    unconfirmed = request.session.get(SESSION_UNCONFIRMED, {})
     if request.method == "POST" and form.is_valid():
+        if form.cleaned_data["email"] and form.cleaned_data["idempotency_key"] in unconfirmed:
+            form.cleaned_data["email"] = unconfirmed[form.cleaned_data["idempotency_key"]]
         if form.cleaned_data["idempotency_key"] not in issued:
             messages.error(request, "This checkout page has expired; please check your order and place it again.")
         elif not request.user.is_authenticated and not form.cleaned_data["email"]:
@@ -93,9 +99,13 @@ def checkout(request):
     shown = request.session.get(SESSION_CHECKOUT_KEYS, {})  # with any order remembered above
     others = [(other, number) for other, number in shown.items() if other != key]
     request.session[SESSION_CHECKOUT_KEYS] = {**dict(others[-19:]), key: None}
+    if retry_key and form.cleaned_data["email"]:
+        request.session[SESSION_UNCONFIRMED] = {**unconfirmed, key: form.cleaned_data["email"]}
     if form.is_bound:
         form.data = form.data.copy()
         form.data["idempotency_key"] = key
+        if retry_key and form.cleaned_data["email"]:
+            form.data["email"] = form.cleaned_data["email"]
     else:
         form = CheckoutForm(initial={"idempotency_key": key})
     for line in lines:
@@ -148,6 +158,7 @@ def order_list(request):
 
 def _remember(request, *, number: str, key: str) -> None:
     request.session[SESSION_CHECKOUT_KEYS] = {**request.session.get(SESSION_CHECKOUT_KEYS, {}), key: number}
+    request.session.pop(SESSION_UNCONFIRMED, None)
     if not request.user.is_authenticated:
         request.session[SESSION_ORDERS] = [*request.session.get(SESSION_ORDERS, []), number][-50:]
 

@@ -175,6 +175,22 @@ def test_after_an_unknown_outcome_the_page_keeps_its_key_and_a_second_click_plac
     assert_books_balance(mug)
 
 
+def test_a_guest_who_changes_email_after_an_unknown_outcome_still_gets_one_order(client, mug, monkeypatch):
+    add_to_cart(client, "MUG", 2)
+    key = checkout_key(client)
+    monkeypatch.setattr("orders.views.order_place", placed_then(LockTimeout.outcome_unknown(skus=["MUG"])))
+    page = client.post("/checkout/", {"email": "ann@example.com", "idempotency_key": key}).content.decode()
+    monkeypatch.undo()
+
+    # A guest's key is scoped by email: with another address the same key would be a new request.
+    second = client.post("/checkout/", {"email": "bob@example.com", "idempotency_key": form_key(page)})
+
+    order = Order.objects.get()
+    assert order.email == "ann@example.com"
+    assert second["Location"] == f"/orders/{order.number}/"
+    assert stock_of(mug).reserved == 2
+
+
 def test_after_a_lock_timeout_that_placed_nothing_the_second_click_places_the_order(client, mug, monkeypatch):
     add_to_cart(client, "MUG", 2)
     key = checkout_key(client)
