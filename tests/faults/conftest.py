@@ -1,10 +1,15 @@
 """Shared by the fault scenarios: each one ends by checking the books."""
 
+from contextlib import contextmanager
+
+import MySQLdb
 import pytest
+from django.conf import settings
 from django.db.models import Sum
 
-from inventory.models import Reservation, StockMovement
+from inventory.models import Reservation, Stock, StockMovement
 from tests.conftest import assert_books_balance
+from tests.processes import wait_for
 
 
 def assert_books(*products) -> None:
@@ -36,3 +41,40 @@ def token(django_user_model):
 
     user = django_user_model.objects.create_user(username="buyer", password="pw-buyer-123")
     return Token.objects.create(user=user).key
+
+
+def mysql_session():
+    db = settings.DATABASES["default"]
+    return MySQLdb.connect(
+        host=db["HOST"], port=int(db["PORT"] or 3306), user=db["USER"], password=db["PASSWORD"], database=db["NAME"]
+    )
+
+
+@contextmanager
+def row_locked(stock: Stock):
+    """Hold the stock row's lock from another session, as a slow transaction would."""
+    session = mysql_session()
+    session.cursor().execute("BEGIN")
+    session.cursor().execute("SELECT id FROM inventory_stock WHERE id = %s FOR UPDATE", [stock.pk])
+    try:
+        yield session
+    finally:
+        session.rollback()
+        session.close()
+
+
+def waiting_order_update(session) -> tuple[int, int]:
+    """The connection id and client port of the order transaction waiting on our row lock."""
+    found = []
+
+    def waiting():
+        cursor = session.cursor()
+        cursor.execute(
+            "SELECT id, host FROM information_schema.processlist WHERE info LIKE 'UPDATE `inventory_stock`%%'"
+        )
+        found[:] = cursor.fetchall()
+        return bool(found)
+
+    wait_for(waiting, timeout=30, what="the order's UPDATE to wait on the row lock")
+    connection_id, host = found[0]
+    return connection_id, int(host.rsplit(":", 1)[1])

@@ -9,60 +9,19 @@ import os
 import signal
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
-import MySQLdb
 import pytest
-from django.conf import settings
 
 from inventory.locks import lock_list
-from inventory.models import Stock
 from orders.models import Order
 from tests.conftest import stock_of
-from tests.faults.conftest import assert_books
-from tests.processes import app_server, http, process_env, wait_for
+from tests.faults.conftest import assert_books, row_locked, waiting_order_update
+from tests.processes import app_server, http, process_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ITEMS = {"items": [{"sku": "A", "quantity": 1}, {"sku": "B", "quantity": 1}]}
-
-
-def mysql_session():
-    db = settings.DATABASES["default"]
-    return MySQLdb.connect(
-        host=db["HOST"], port=int(db["PORT"] or 3306), user=db["USER"], password=db["PASSWORD"], database=db["NAME"]
-    )
-
-
-@contextmanager
-def row_locked(stock: Stock):
-    """Hold the stock row's lock from another session, as a slow transaction would."""
-    session = mysql_session()
-    session.cursor().execute("BEGIN")
-    session.cursor().execute("SELECT id FROM inventory_stock WHERE id = %s FOR UPDATE", [stock.pk])
-    try:
-        yield session
-    finally:
-        session.rollback()
-        session.close()
-
-
-def waiting_order_update(session) -> tuple[int, int]:
-    """The connection id and client port of the order transaction waiting on our row lock."""
-    found = []
-
-    def waiting():
-        cursor = session.cursor()
-        cursor.execute(
-            "SELECT id, host FROM information_schema.processlist WHERE info LIKE 'UPDATE `inventory_stock`%%'"
-        )
-        found[:] = cursor.fetchall()
-        return bool(found)
-
-    wait_for(waiting, timeout=30, what="the order's UPDATE to wait on the row lock")
-    connection_id, host = found[0]
-    return connection_id, int(host.rsplit(":", 1)[1])
 
 
 def in_background(func):

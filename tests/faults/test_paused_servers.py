@@ -21,8 +21,9 @@ buyers take a "nothing changed" answer (``lock_timeout`` without ``outcome: unkn
   reserved and the active reservations, the stock sells out and nothing is oversold, and the books
   balance.
 
-The worker stopped is the one holding the hot SKU's lock, caught mid-transaction (its guarded UPDATE
-done, so it holds the stock row's lock too) with other buyers' requests taken, for 22 s: more than
+The worker stopped is the one holding the hot SKU's lock, caught mid-transaction (the test holds the
+stock row until a holder's guarded UPDATE waits on it, stops that worker, then lets the row go: the
+UPDATE runs and the stopped transaction holds the row) with other buyers' requests taken, for 22 s: more than
 ``LOCK_WAIT_SECONDS`` (5) plus the waiting connection's socket timeout
 (``LOCK_WAIT_SOCKET_TIMEOUT_SECONDS``, 15), so even the buyers it took in stop waiting for it, and far
 less than gunicorn's worker timeout (60 s in ``tests.processes.app_server``), so it is resumed, not
@@ -38,7 +39,6 @@ import os
 import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -47,7 +47,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from http.client import HTTPException
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 from django.conf import settings
@@ -59,7 +58,7 @@ from inventory.locks import lock_key
 from inventory.models import Reservation
 from orders.models import Order, OrderLine
 from tests.conftest import stock_of
-from tests.faults.conftest import assert_books
+from tests.faults.conftest import assert_books, row_locked, waiting_order_update
 from tests.processes import app_server, http, process_env, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -315,49 +314,6 @@ def _lock_redis():
     return client.get_client(write=True), str(client.make_key(lock_key(SKU)))
 
 
-class TokenOwners(threading.Thread):
-    """Which gunicorn worker each lock token belongs to (a token is a per-process prefix and a counter),
-    learnt while the sale runs from Redis's MONITOR: every lock script call carries the caller's token,
-    and the caller's address is a worker's socket."""
-
-    def __init__(self, master_pid: int):
-        super().__init__(daemon=True)
-        self.workers = _workers(master_pid)
-        self.redis = urlparse(settings.REDIS_URL)
-        _, key = _lock_redis()
-        self.call = re.compile(
-            rb'\[\d+ [\d.]+:(\d+)\] "evalsha" "\w+" "2" "' + re.escape(key.encode()) + rb'" "[^"]*" "(\w{32})', re.I
-        )
-        self.owners: dict[bytes, int] = {}
-        self.done = threading.Event()
-
-    def owner(self, token: bytes | None) -> int | None:
-        return self.owners.get(token[:32]) if token else None
-
-    def run(self) -> None:
-        ports, buffered = {}, b""
-        with socket.create_connection((self.redis.hostname, self.redis.port or 6379), timeout=0.5) as sock:
-            sock.sendall(b"MONITOR\r\n")
-            while not self.done.is_set():
-                try:
-                    chunk = sock.recv(1 << 16)
-                except TimeoutError:
-                    continue
-                if not chunk:
-                    return  # closed by the server
-                *lines, buffered = (buffered + chunk).split(b"\n")
-                for match in filter(None, map(self.call.search, lines)):
-                    port = int(match[1])
-                    if port not in ports:
-                        ports[port] = _socket_owner(self.workers, local_port=port, remote_port=self.redis.port or 6379)
-                    if ports[port]:
-                        self.owners[match[2]] = ports[port]
-
-    def stop(self) -> None:
-        self.done.set()
-        self.join(5)
-
-
 def _rows_written(pid: int) -> int:
     """Rows the process's open InnoDB transaction has written (and holds locked) so far; 0 if none is open."""
     with connection.cursor() as cursor:
@@ -388,25 +344,27 @@ def _holder_batch() -> tuple[bytes | None, int, int]:
     return token, sum(abs(mark_ms - lease_ms) <= 1 for mark_ms in marks_ms), queued
 
 
-def _stop_the_holder(owners: TokenOwners, pausables: dict[int, Pausable], *, within: float):
+def _stop_the_holder(product, pausables: dict[int, Pausable], *, within: float):
     """Stop the worker holding the hot SKU's lock mid-transaction, with other buyers' requests taken.
 
-    Returns the stopped process, its batch (taken, queued behind) and the rows its transaction had
-    written (its row locks). A worker caught elsewhere, or that let go before it stopped, is resumed at
-    once (stopped for milliseconds) and the next holder tried.
+    The test holds the stock row's lock, as a slow transaction would, until a holder's guarded UPDATE
+    waits on it; if that holder took other buyers' requests, its worker is stopped and the row let go,
+    so the UPDATE runs inside the stopped worker's transaction, which then keeps the row. A holder that
+    took no one is let through and the next one trapped. Returns the stopped process, its batch (taken,
+    queued behind) and the rows its transaction had written (its row locks).
     """
-    redis, key = _lock_redis()
+    db_port = int(settings.DATABASES["default"]["PORT"] or 3306)
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        pid = owners.owner(redis.get(key))
-        if pid not in pausables:
-            time.sleep(0.001)
-            continue
-        pausables[pid].stop()
-        token, taken, queued = _holder_batch()
-        if taken and owners.owner(token) == pid and (written := _rows_written(pid)):
-            return pausables[pid], (taken, queued), written
-        pausables[pid].resume()
+        with row_locked(stock_of(product)) as session:
+            _, port = waiting_order_update(session)
+            pid = _socket_owner(pausables, local_port=port, remote_port=db_port)
+            _, taken, queued = _holder_batch()
+            if pid in pausables and taken:
+                pausables[pid].stop()
+        if pid in pausables and taken:
+            wait_for(lambda pid=pid: _rows_written(pid), timeout=10, what="the stopped holder's UPDATE to run")
+            return pausables[pid], (taken, queued), _rows_written(pid)
     raise AssertionError(f"never caught a holder of {SKU}'s lock serving others mid-transaction")
 
 
@@ -543,19 +501,13 @@ def test_a_web_worker_paused_holding_the_hot_skus_lock_tells_no_buyer_anything_f
     try:
         with app_server(shop_env, tmp_path / "gunicorn.log", workers=WORKERS) as (url, master):
             pausables = {pid: Pausable(pid, WORKER_PAUSE_SECONDS + 2) for pid in _workers(master.pid)}
-            owners = TokenOwners(master.pid)
-            owners.start()
-            try:
-                with Sale(url, token) as sale:
-                    pause, batch, written = _stop_the_holder(owners, pausables, within=20)
-                    owners.stop()
-                    resumer = _resume_later(pause, WORKER_PAUSE_SECONDS)
-                    available_at_pause = stock_of(hot).available
-                    resumer.join()
-                    available_at_resume = stock_of(hot).available
-                    _sell_on_after(sale, pause.resumed_at)
-            finally:
-                owners.stop()
+            with Sale(url, token) as sale:
+                pause, batch, written = _stop_the_holder(hot, pausables, within=30)
+                resumer = _resume_later(pause, WORKER_PAUSE_SECONDS)
+                available_at_pause = stock_of(hot).available
+                resumer.join()
+                available_at_resume = stock_of(hot).available
+                _sell_on_after(sale, pause.resumed_at)
     finally:
         for pausable in pausables.values():
             pausable.close()
