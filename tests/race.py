@@ -7,6 +7,7 @@ inherited connections first. A barrier makes them start together.
 import multiprocessing
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 
 from django.db import connections
@@ -114,3 +115,18 @@ def answers_of(processes, out, count: int, *, timeout: float = 60) -> dict:
     for process in processes:
         process.join(timeout)
     return dict(out.get(timeout=5) for _ in range(count))
+
+
+def batch_sizes_recorded(monkeypatch, module, name: str, path) -> Callable[[], list[int]]:
+    """Patch ``module.name``, a function that executes a batch of requests, so that every call (here and
+    in processes forked after) appends its batch's size to ``path``; return a function reading them."""
+    execute = getattr(module, name)
+    path.write_text("")
+
+    def recording(requests):
+        with open(path, "a") as sizes:
+            sizes.write(f"{len(requests)}\n")
+        return execute(requests)
+
+    monkeypatch.setattr(module, name, recording)
+    return lambda: [int(line) for line in path.read_text().splitlines()]

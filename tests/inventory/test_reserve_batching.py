@@ -6,14 +6,15 @@ from multiprocessing.pool import ThreadPool
 
 import pytest
 
+from inventory import services
 from inventory.errors import InsufficientStock
 from inventory.locks import lock_list
 from inventory.models import Reservation
-from inventory.services import stock_release, stock_reserve
+from inventory.services import stock_adjust, stock_release, stock_reserve
 from orders.models import Order
 from orders.services import order_place
 from tests.conftest import assert_books_balance, stock_of
-from tests.race import holding, run_parallel
+from tests.race import answers_of, batch_sizes_recorded, holding, queue_one_by_one, run_parallel
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -74,21 +75,69 @@ def test_reservations_a_batch_hands_back_match_the_stored_rows_field_for_field(m
     assert_books_balance(hot)
 
 
-def test_a_batch_the_stock_cannot_cover_reserves_whole_orders_and_leaves_no_rows_for_the_refused(make_product):
-    hot = make_product(sku="HOT", stock=12)
+def _reserve_queued(n, order_id, out):
+    out.put((n, _reserve_or_refusal(order_id)))
+
+
+def _orders_to_reserve(product, quantities, *, available):
+    """Orders of ``quantities`` of ``product`` with their lines but no reservation, and ``available`` units free."""
     orders = []
-    for n in range(6):
-        order = order_place(email="b@example.com", items=[{"sku": "HOT", "quantity": 2}], idempotency_key=f"k{n}")
-        stock_release(order=order, reason=Reservation.ReleaseReason.CANCELLED)
+    for n, quantity in enumerate(quantities):
+        items = [{"sku": product.sku, "quantity": quantity}]
+        order = order_place(email="b@example.com", items=items, idempotency_key=f"{product.sku}{n}")
+        stock_release(order=order, reason=Reservation.ReleaseReason.CANCELLED)  # lines kept, units back
         orders.append(order)
-    order_place(email="c@example.com", items=[{"sku": "HOT", "quantity": 7}], idempotency_key="big")  # 5 left
+    stock_adjust(sku=product.sku, set_to=available, reason="the units this test shares out")
+    return orders
 
-    results = _queued_behind_held_lock(_reserve_or_refusal, orders)
 
-    assert results.count({"reserved": [2]}) == 2  # two whole orders fit in 5
-    refused = [r for r in results if "code" in r]
-    assert len(refused) == 4
-    assert all(r["code"] == "insufficient_stock" and r["shortages"][0]["available"] == 1 for r in refused)
-    assert stock_of(hot).reserved == 7 + 4
-    assert Reservation.objects.filter(order_line__order__in=orders, state=Reservation.State.ACTIVE).count() == 2
-    assert_books_balance(hot)  # the rows of the first, refused try were rolled back with it
+def _told(answer: dict) -> dict:
+    """An answer comparable across products: shortages without the SKU."""
+    told = {name: value for name, value in answer.items() if name != "shortages"}
+    if "shortages" in answer:
+        told["shortages"] = [(s["requested"], s["available"]) for s in answer["shortages"]]
+    return told
+
+
+def _active_reservations(order) -> list[int]:
+    return [r.quantity for r in Reservation.objects.filter(order_line__order=order, state=Reservation.State.ACTIVE)]
+
+
+@pytest.mark.parametrize(
+    ("quantities", "codes"),
+    [
+        pytest.param(
+            [3, 3, 2], ["reserved", "insufficient_stock", "reserved"], id="a-small-order-fits-after-a-large-one"
+        ),
+        pytest.param(
+            [3, 4, 2, 1],
+            ["reserved", "insufficient_stock", "reserved", "insufficient_stock"],
+            id="each-refused-with-what-was-left-then",
+        ),
+    ],
+)
+def test_every_order_in_a_batch_is_reserved_or_refused_as_it_would_be_alone(
+    make_product, monkeypatch, tmp_path, quantities, codes
+):
+    """A batch served out of order, or stopping at its first refusal, answers some order differently."""
+    hot = make_product(sku="HOT", stock=sum(quantities))
+    alone_product = make_product(sku="ALONE", stock=sum(quantities))
+    orders, alone_orders = (_orders_to_reserve(p, quantities, available=5) for p in (hot, alone_product))
+    batch_sizes = batch_sizes_recorded(monkeypatch, services, "_stock_reserve_batch", tmp_path / "batches")
+
+    processes, out = queue_one_by_one(_reserve_queued, [{"n": n, "order_id": o.pk} for n, o in enumerate(orders)])
+    answers = answers_of(processes, out, len(orders))
+    batched = [answers[n] for n in range(len(orders))]
+    assert batch_sizes() == [len(orders)]  # the first order's buyer reserved for all, in queue order, in one batch
+
+    # The same orders one at a time, in the same order, on the same stock.
+    alone = [_reserve_or_refusal(order.pk) for order in alone_orders]
+    assert [answer.get("code", "reserved") for answer in alone] == codes
+
+    assert [_told(answer) for answer in batched] == [_told(answer) for answer in alone]
+    # What each was told is what is stored: the refused have no rows (the batch's first, refused try
+    # at reserving everything was rolled back with its rows).
+    for order, answer in zip(orders, batched, strict=True):
+        assert _active_reservations(order) == answer.get("reserved", [])
+    assert stock_of(hot).reserved == stock_of(alone_product).reserved
+    assert_books_balance(hot, alone_product)

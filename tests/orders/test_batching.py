@@ -11,7 +11,7 @@ from inventory.locks import lock_list
 from orders import services
 from orders.models import Order
 from tests.conftest import assert_books_balance, stock_of
-from tests.race import holding, run_parallel
+from tests.race import answers_of, batch_sizes_recorded, holding, queue_one_by_one, run_parallel
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -66,34 +66,66 @@ def test_orders_queued_behind_a_held_lock_are_placed_by_one_holder_in_one_batch(
     assert_books_balance(hot)
 
 
-def test_a_batch_that_runs_out_serves_in_queue_order_and_refuses_the_rest_with_what_was_left(make_product, tmp_path):
-    hot = make_product(sku="HOT", stock=5)
-    jobs = [{"key": f"k{n}", "quantity": 2} for n in range(6)]
-
-    results, batch_sizes = _queue_behind_held_lock(jobs, tmp_path, processes=6)
-
-    assert batch_sizes == [6]
-    placed = [r for r in results if isinstance(r, str)]
-    refused = [r for r in results if isinstance(r, dict)]
-    assert len(placed) == 2 and len(refused) == 4
-    for refusal in refused:
-        assert refusal["code"] == "insufficient_stock"
-        assert refusal["shortages"] == [{"sku": "HOT", "requested": 2, "available": 1}]
-    assert (stock_of(hot).on_hand, stock_of(hot).reserved) == (5, 4)
-    assert_books_balance(hot)
+def _place(*, email, sku, key, quantity) -> dict:
+    """What one buyer is told: its order's number, or the refusal."""
+    try:
+        order = services.order_place(email=email, items=[{"sku": sku, "quantity": quantity}], idempotency_key=key)
+        return {"number": order.number}
+    except DomainError as exc:
+        return exc.as_dict()
 
 
-def test_a_double_click_inside_one_batch_places_one_order(make_product, tmp_path):
-    hot = make_product(sku="HOT", stock=10)
-    jobs = [{"key": "same", "quantity": 1} for _ in range(4)] + [{"key": "other", "quantity": 1}]
+def _buy(n, key, quantity, out):
+    out.put((n, _place(email="b@example.com", sku="HOT", key=key, quantity=quantity)))
 
-    results, batch_sizes = _queue_behind_held_lock(jobs, tmp_path, processes=5)
 
-    assert batch_sizes == [5]
-    assert len({r for r, job in zip(results, jobs, strict=True) if job["key"] == "same"}) == 1
-    assert Order.objects.count() == 2
-    assert stock_of(hot).reserved == 2
-    assert_books_balance(hot)
+def _told(answer: dict) -> dict:
+    """An answer comparable across products and buyers: an order by its key, shortages without the SKU."""
+    told = {name: value for name, value in answer.items() if name not in ("number", "shortages")}
+    if "number" in answer:
+        told["order_with_key"] = Order.objects.get(number=answer["number"]).idempotency_key
+    if "shortages" in answer:
+        told["shortages"] = [(s["requested"], s["available"]) for s in answer["shortages"]]
+    return told
+
+
+@pytest.mark.parametrize(
+    ("buyers", "codes"),
+    [
+        pytest.param(
+            [("a", 3), ("b", 3), ("c", 2)],
+            ["placed", "insufficient_stock", "placed"],
+            id="a-small-order-fits-after-a-large-one-is-refused",
+        ),
+        pytest.param(
+            [("a", 2), ("b", 4), ("a", 2), ("a", 1), ("c", 3), ("d", 1)],
+            ["placed", "insufficient_stock", "placed", "idempotency_conflict", "placed", "insufficient_stock"],
+            id="a-double-click-and-a-key-reused-for-another-order",
+        ),
+    ],
+)
+def test_every_buyer_in_a_batch_is_told_what_it_would_be_told_alone(make_product, monkeypatch, tmp_path, buyers, codes):
+    """A batch served out of order, or stopping at its first refusal, tells some buyer something else."""
+    hot, alone_product = make_product(sku="HOT", stock=5), make_product(sku="ALONE", stock=5)
+    batch_sizes = batch_sizes_recorded(monkeypatch, services, "_orders_place_batch", tmp_path / "batches")
+
+    jobs = [{"n": n, "key": key, "quantity": quantity} for n, (key, quantity) in enumerate(buyers)]
+    processes, out = queue_one_by_one(_buy, jobs)
+    batched = answers_of(processes, out, len(jobs))
+    assert batch_sizes() == [len(jobs)]  # the first buyer served the others, in queue order, in one batch
+
+    # The same buyers one at a time, in the same order, on the same stock.
+    alone = [_place(email="alone@example.com", sku="ALONE", key=key, quantity=quantity) for key, quantity in buyers]
+    assert [answer.get("code", "placed") for answer in alone] == codes
+
+    assert [_told(batched[n]) for n in range(len(jobs))] == [_told(answer) for answer in alone]
+    orders = {
+        product: sorted(o.idempotency_key for o in Order.objects.filter(lines__product=product))
+        for product in (hot, alone_product)
+    }
+    assert orders[hot] == orders[alone_product]
+    assert stock_of(hot).reserved == stock_of(alone_product).reserved
+    assert_books_balance(hot, alone_product)
 
 
 def test_when_the_holders_batch_fails_its_waiters_place_their_orders_on_their_own(make_product, tmp_path, monkeypatch):
