@@ -233,16 +233,23 @@ class Demand:
     quantity: int
 
 
+# The outcome of a demand whose ``once_per`` key an earlier demand was already served under.
+SERVED_EARLIER = "served_earlier"
+
+
 def stock_allocate(
-    *, demands: list[list[Demand]], free_more: Callable[[], int] | None = None
-) -> list[list[dict] | None]:
+    *, demands: list[list[Demand]], free_more: Callable[[], int] | None = None, once_per: list | None = None
+) -> list[list[dict] | str | None]:
     """Reserve for ``demands`` in order, each all or nothing, with one guarded UPDATE per SKU.
 
     If the stock does not cover every demand, ``free_more`` is called once, before any unit is
     reserved, and may free units (expire overdue orders); the demands are then served from what is
-    left after it, still in order, so each gets the answer it would get alone.
+    left after it, still in order, so each gets the answer it would get alone. ``once_per`` gives
+    each demand a key (an idempotency key): a demand whose key an earlier demand was served under
+    gets ``SERVED_EARLIER`` and no units, and one whose earlier namesakes were refused is tried anew.
 
-    Call inside the stock section. Returns per demand None (reserved) or its shortages. What we read
+    Call inside the stock section. Returns per demand None (reserved), its shortages or
+    ``SERVED_EARLIER``. What we read
     is current because we hold the locks; if a lock was lost and a rival changed a row since, its
     guarded UPDATE refuses and ``InsufficientStock`` rolls the section back. The statements are
     plain SQL: this is the hot path, and building them with the ORM cost more CPU than the database
@@ -252,14 +259,19 @@ def stock_allocate(
     if len(skus) == 1:
         # One SKU (a hot SKU's batch, a one-line order): when its stock covers every demand, as it
         # does until a sell-out, one guarded UPDATE reserves them all; only a shortage needs the read.
+        # Covered whole, each key's first demand is served and its namesakes are served earlier.
         [product_id] = skus
-        if _stock_reserve_guarded_all(product_id, sum(w.quantity for d in demands for w in d)):
-            return [None] * len(demands)
+        firsts = [
+            key is None or key not in once_per[:index] for index, key in enumerate(once_per or [None] * len(demands))
+        ]
+        wanted = sum(w.quantity for demand, first in zip(demands, firsts, strict=True) if first for w in demand)
+        if _stock_reserve_guarded_all(product_id, wanted):
+            return [None if first else SERVED_EARLIER for first in firsts]
     stock_ids, left = _stock_counts(skus)
-    outcomes, totals = _stock_shares(demands, left)
+    outcomes, totals = _stock_shares(demands, left, once_per)
     if any(outcomes) and free_more is not None and free_more():
         stock_ids, left = _stock_counts(skus)
-        outcomes, totals = _stock_shares(demands, left)
+        outcomes, totals = _stock_shares(demands, left, once_per)
     for product_id, total in sorted(totals.items()):
         if not _stock_reserve_guarded(total, "id", stock_ids[product_id]):
             stock = Stock.objects.get(pk=stock_ids[product_id])
@@ -269,11 +281,17 @@ def stock_allocate(
     return outcomes
 
 
-def _stock_shares(demands: list[list[Demand]], left: dict[int, int]) -> tuple[list[list[dict] | None], Counter]:
-    """Which demands, in order, the ``left`` units by product cover whole: per demand None or its
-    shortages, and the units to reserve by product."""
-    totals, outcomes = Counter(), []
-    for demand in demands:
+def _stock_shares(
+    demands: list[list[Demand]], left: dict[int, int], once_per: list | None = None
+) -> tuple[list[list[dict] | str | None], Counter]:
+    """Which demands, in order, the ``left`` units by product cover whole: per demand None, its
+    shortages or ``SERVED_EARLIER`` (see ``stock_allocate``), and the units to reserve by product."""
+    totals, outcomes, served = Counter(), [], set()
+    for index, demand in enumerate(demands):
+        key = once_per[index] if once_per else None
+        if key is not None and key in served:
+            outcomes.append(SERVED_EARLIER)
+            continue
         short = [
             {"sku": want.sku, "requested": want.quantity, "available": max(left.get(want.product_id, 0), 0)}
             for want in demand
@@ -283,6 +301,7 @@ def _stock_shares(demands: list[list[Demand]], left: dict[int, int]) -> tuple[li
             for want in demand:
                 left[want.product_id] -= want.quantity
                 totals[want.product_id] += want.quantity
+            served.add(key)
         outcomes.append(short or None)
     return outcomes, totals
 

@@ -22,6 +22,7 @@ from django.utils import timezone
 from inventory.errors import DomainError, InsufficientStock, InvalidInput, LockTimeout, LockUnavailable
 from inventory.models import Reservation
 from inventory.services import (
+    SERVED_EARLIER,
     Demand,
     LineToReserve,
     StockLine,
@@ -174,10 +175,17 @@ def order_place(*, customer=None, email: str = "", items, idempotency_key: str) 
             # its units are why we were refused. A holder that took our request and never answered
             # leaves us a LockTimeout whose outcome is unknown. If the order was placed after all, this
             # is a replay. A batch that failed on another buyer's key is tried again.
-            if existing := _order_replay(
-                scope=scope, idempotency_key=request.idempotency_key, fingerprint=request.fingerprint
-            ):
-                return existing
+            try:
+                if existing := _order_replay(
+                    scope=scope, idempotency_key=request.idempotency_key, fingerprint=request.fingerprint
+                ):
+                    return existing
+            except IdempotencyConflict:
+                # The key now names another order (a request after ours in the same batch, say): ours
+                # was not placed, and a shortage is the answer it had.
+                if isinstance(exc, InsufficientStock):
+                    raise exc from None
+                raise
             if not _is_duplicate_key(exc) or attempt == PLACE_ATTEMPTS:
                 raise
             logger.warning("order placement hit a duplicate key (a lost lock?); trying again: %s", exc)
@@ -199,19 +207,19 @@ def _is_duplicate_key(exc: Exception) -> bool:
 def _orders_place_batch(requests: list[_PlaceRequest]) -> list:
     """Place every request the stock can serve, in queue order, inside the stock section: one commit for all.
 
-    Replays get their earlier order. A shortage first expires overdue orders holding these SKUs (a late
+    Each request gets the answer it would get alone, in queue order. A key placed before the batch is
+    a replay; a key repeated in the batch (a double click) is a replay of its first placement there, or
+    tried anew if that was refused. A shortage first expires overdue orders holding these SKUs (a late
     sweeper must not cost a sale), before any unit is reserved, so the queue order still decides who
     gets the freed units; those expiries are kept even if an order is still refused.
     """
     results: list = [None] * len(requests)
     earlier = _orders_by_key(requests)
-    first_with_key, new = {}, []
+    new = []
     for index, request in enumerate(requests):
-        key = (request.scope, request.key_hash)
-        if key in earlier:
+        if (key := (request.scope, request.key_hash)) in earlier:
             results[index] = _replay_result(earlier[key], request)
-        elif key not in first_with_key:
-            first_with_key[key] = index
+        else:
             new.append(index)
     skus = sorted({line.sku for index in new for line in requests[index].lines})
     try:
@@ -224,28 +232,32 @@ def _orders_place_batch(requests: list[_PlaceRequest]) -> list:
     demands = [
         [Demand(products[line.sku].pk, line.sku, line.quantity) for line in requests[index].lines] for index in new
     ]
+    keys = [(requests[index].scope, requests[index].key_hash) for index in new]
     outcomes = (
-        stock_allocate(demands=demands, free_more=lambda: _orders_expire_overdue_holding(skus=skus)) if new else []
+        stock_allocate(demands=demands, free_more=lambda: _orders_expire_overdue_holding(skus=skus), once_per=keys)
+        if new
+        else []
     )
-    shortages = dict(zip(new, outcomes, strict=True))
     placing = []
-    for index in new:
-        if shortages[index]:
-            results[index] = InsufficientStock(shortages=shortages[index])
+    for index, outcome in zip(new, outcomes, strict=True):
+        if outcome is SERVED_EARLIER:
+            continue
+        if outcome:
+            results[index] = InsufficientStock(shortages=outcome)
         else:
             placing.append(index)
+    placed_with_key = {}
     if placing:
         for index, row in zip(placing, _orders_create(requests, placing, products), strict=True):
             results[index] = _Placed(row["id"], row["number"], row["created_at"], row["expires_at"])
-    for index, request in enumerate(requests):
-        first = first_with_key.get((request.scope, request.key_hash))
-        if results[index] is None and first is not None:  # the same key twice in one batch (a double click)
-            done = results[first]
-            if isinstance(done, _Placed) and requests[first].fingerprint != request.fingerprint:
-                done = IdempotencyConflict(number=done.number)
-            elif isinstance(done, _Placed):
-                done = msgspec.structs.replace(done, replayed=True)
-            results[index] = done
+            placed_with_key[(requests[index].scope, requests[index].key_hash)] = index
+    for index, outcome in zip(new, outcomes, strict=True):
+        if outcome is SERVED_EARLIER:  # the same key placed earlier in this batch (a double click)
+            first = placed_with_key[(requests[index].scope, requests[index].key_hash)]
+            if requests[first].fingerprint != requests[index].fingerprint:
+                results[index] = IdempotencyConflict(number=results[first].number)
+            else:
+                results[index] = msgspec.structs.replace(results[first], replayed=True)
     return results
 
 

@@ -102,6 +102,16 @@ def _told(answer: dict) -> dict:
             ["placed", "insufficient_stock", "placed", "idempotency_conflict", "placed", "insufficient_stock"],
             id="a-double-click-and-a-key-reused-for-another-order",
         ),
+        pytest.param(
+            [("a", 6), ("a", 1)],
+            ["insufficient_stock", "placed"],
+            id="a-key-refused-then-reused-for-an-order-that-fits",
+        ),
+        pytest.param(
+            [("x", 3), ("a", 3), ("b", 2), ("a", 3)],
+            ["placed", "insufficient_stock", "placed", "insufficient_stock"],
+            id="a-double-click-on-a-refusal-is-refused-with-what-is-left-then",
+        ),
     ],
 )
 def test_every_buyer_in_a_batch_is_told_what_it_would_be_told_alone(make_product, monkeypatch, tmp_path, buyers, codes):
