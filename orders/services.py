@@ -532,7 +532,8 @@ def order_fail_payment(*, order: Order) -> bool:
     with transaction.atomic():
         if not _order_transition(order, from_statuses=[Status.AWAITING_PAYMENT], to=Status.PAYMENT_FAILED):
             return False
-        transaction.on_commit(lambda: release_order_stock.delay(order.pk))
+        # robust: the change has committed; a broker that is down is logged, and the sweep releases instead.
+        transaction.on_commit(lambda: release_order_stock.delay(order.pk), robust=True)
     return True
 
 

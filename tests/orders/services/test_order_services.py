@@ -2,12 +2,21 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from kombu.exceptions import OperationalError as KombuOperationalError
 
 from inventory.errors import InvalidInput
 from inventory.models import Reservation, StockMovement
 from orders.errors import IdempotencyConflict, OrderExpired, OrderNotCancellable, OrderNotPayable, PaymentDeclined
 from orders.models import Order, new_order_number
-from orders.services import order_cancel, order_expire, order_fail_payment, order_pay, order_place
+from orders.services import (
+    order_cancel,
+    order_expire,
+    order_fail_payment,
+    order_pay,
+    order_place,
+    order_release_failed_payments,
+)
+from orders.tasks import release_order_stock
 from tests.conftest import assert_books_balance, stock_of
 
 pytestmark = pytest.mark.django_db
@@ -196,4 +205,27 @@ def test_fail_payment_marks_the_order_and_enqueues_the_release(
     assert enqueued == []
     assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (9, 0)
     assert StockMovement.objects.filter(kind="release").count() == 1
+    assert_books_balance(mug)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_payment_with_the_broker_down_is_still_reported_done_and_the_sweep_releases_it(
+    make_product, customer, monkeypatch, caplog
+):
+    """The status change has committed: a broker that cannot take the release task must not turn that
+    into an error for the caller; the failed-payments sweep releases the stock instead."""
+    mug = make_product(sku="MUG", stock=10)
+    order = place(customer, "a", MUG=2)
+
+    def broker_down(*args, **kwargs):
+        raise KombuOperationalError("[Errno 111] Connection refused")
+
+    monkeypatch.setattr(release_order_stock, "delay", broker_down)
+    assert order_fail_payment(order=order) is True
+
+    assert Order.objects.get(pk=order.pk).status == Order.Status.PAYMENT_FAILED
+    assert "Connection refused" in caplog.text
+    assert stock_of(mug).reserved == 2  # not yet: the task was never queued
+    assert order_release_failed_payments(batch_size=10).done == 1
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (10, 0)
     assert_books_balance(mug)
