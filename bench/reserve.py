@@ -2,8 +2,10 @@
 
 Every cell is W real client processes hammering one workload with one design for a fixed time, on
 fresh rows, after which the same processes race a small stock to a sell-out so that a design that
-oversells shows it. The articles' designs and the floor run on a bare table (``bench_stock``: no
-CHECK constraints, no ledger, as the articles had it); ours runs on the shop's own tables.
+oversells shows it: oversold units are counted from what buyers were told (each successful ``buy``)
+and from the rows that record what was taken, both against the units the rows were given. The
+articles' designs and the floor run on a bare table (``bench_stock``: no CHECK constraints, no
+ledger, as the articles had it); ours runs on the shop's own tables.
 
     DATABASE_URL=mysql://root:@127.0.0.1:3306/shop REDIS_URL=redis://127.0.0.1:6379/0 python -m bench.reserve
 """
@@ -37,7 +39,7 @@ from django.conf import settings  # noqa: E402
 from django.core.cache import caches  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection, connections, transaction  # noqa: E402
-from django.db.models import prefetch_related_objects  # noqa: E402
+from django.db.models import Sum, prefetch_related_objects  # noqa: E402
 from django.utils import timezone  # noqa: E402
 from redis.lock import Lock  # noqa: E402
 
@@ -93,10 +95,11 @@ def bare_rows(count: int, stock: int) -> list[int]:
         return [row[0] for row in cursor.fetchall()]
 
 
-def bare_reserved() -> dict[int, int]:
+def bare_counts() -> dict[int, tuple[int, int]]:
+    """Per row: units it was given and units taken (no CHECK on the bare table: taken may exceed given)."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT id, reserved FROM bench_stock")
-        return dict(cursor.fetchall())
+        cursor.execute("SELECT id, on_hand, reserved FROM bench_stock")
+        return {row_id: (on_hand, reserved) for row_id, on_hand, reserved in cursor.fetchall()}
 
 
 GUARDED = "UPDATE bench_stock SET reserved = reserved + 1 WHERE id = %s AND on_hand - reserved >= 1"
@@ -124,9 +127,10 @@ class Design(ABC):
     @abstractmethod
     def buy(self, picked: list[int]) -> None: ...
 
-    def sold_by_row(self) -> dict[int, int]:
-        """Units each row has given out according to the database (oversold shows as more than stock)."""
-        return bare_reserved()
+    def rows_count(self) -> list[tuple[int, int]]:
+        """Per picked index: units the row was given and units the database records as taken."""
+        counts = bare_counts()
+        return [counts[row_id] for row_id in self.ids]
 
 
 class Floor(Design):
@@ -279,9 +283,26 @@ class OurDesign(Design):
     def prepare(self, workload, rows, stock):
         self.products = shop_rows(rows, stock)
 
-    def sold_by_row(self):
-        stocks = Stock.objects.filter(product__in=self.products).values_list("product_id", "reserved")
-        return dict(stocks)
+    def rows_count(self):
+        """Given: the restock and adjustment ledger rows. Taken: active and committed reservation rows.
+        Neither is the ``Stock`` counter, which the CHECK ``reserved <= on_hand`` bounds whatever happened."""
+        given = dict(
+            StockMovement.objects.filter(
+                stock__product__in=self.products, kind__in=[StockMovement.Kind.RESTOCK, StockMovement.Kind.ADJUST]
+            )
+            .values("stock__product_id")
+            .annotate(units=Sum("on_hand_delta"))
+            .values_list("stock__product_id", "units")
+        )
+        taken = dict(
+            Reservation.objects.filter(
+                product__in=self.products, state__in=[Reservation.State.ACTIVE, Reservation.State.COMMITTED]
+            )
+            .values("product_id")
+            .annotate(units=Sum("quantity"))
+            .values_list("product_id", "units")
+        )
+        return [(given.get(p.pk, 0), taken.get(p.pk, 0)) for p in self.products]
 
 
 class OurStockReserve(OurDesign):
@@ -353,7 +374,10 @@ class Cell:
     p99_ms: float = 0.0
     errors: Counter = field(default_factory=Counter)
     units_per_client: list[int] = field(default_factory=list)
-    oversold: int = 0
+    # Sell-out race, summed over rows: units buyers were told they got beyond the row's units, and units
+    # the rows record as taken beyond them. Answers of clients killed as stuck are not counted.
+    oversold_told: int = 0
+    oversold_rows: int = 0
     cpu: dict = field(default_factory=dict)  # CPU seconds used in the timed phase, by clients and servers
     machine_busy: float = 0.0  # cores the whole machine kept busy in the timed phase (kernel included)
     buy_cpu_p50_ms: float = 0.0  # a buyer's own CPU per purchase, median: on a hot SKU, a served buyer's
@@ -373,6 +397,7 @@ def _client(design, workload, seed, barrier, duration, max_refusals, out, warmup
     connection.ensure_connection()
     rng = random.Random(seed)
     latencies, buy_cpu, sold, errors, refusals = [], [], 0, Counter(), 0
+    told = Counter()  # units each picked row was said to have given this client (every phase)
     if warmup:  # one untimed purchase first: connections, scripts and caches get set up
         try:
             design.buy(workload.pick(rng))
@@ -390,6 +415,7 @@ def _client(design, workload, seed, barrier, duration, max_refusals, out, warmup
         used = time.process_time()
         try:
             design.buy(picked)
+            told.update(picked)
             sold += counted
             if counted:
                 buy_cpu.append(time.process_time() - used)
@@ -402,7 +428,7 @@ def _client(design, workload, seed, barrier, duration, max_refusals, out, warmup
             _rollback_if_broken()
         if counted:
             latencies.append(time.monotonic() - began)
-    out.put((start, time.monotonic(), latencies, sold, buy_cpu, errors, sum(os.times()[:2]) - (cpu or 0)))
+    out.put((start, time.monotonic(), latencies, sold, told, buy_cpu, errors, sum(os.times()[:2]) - (cpu or 0)))
     # Keep the load on, uncounted, until every client has finished its timed phase: a counted
     # purchase never runs beside fewer clients, or beside clients exiting (which costs CPU too).
     while everyone_done is not None and not everyone_done.is_set():
@@ -521,10 +547,13 @@ def run_cell(design_class, workload: Workload, workers: int, duration: float) ->
     # The sell-out race: small stock, everyone buys until refused a few times (or time is up).
     design.prepare(workload, workload.sellout_skus, workload.sellout_stock)
     sellout = Workload(workload.name, workload.title, workload.sellout_skus, workload.lines, workload.sellout_skus, 0)
-    _, stuck, *_ = _race(design, sellout, workers, duration, max_refusals=5)
+    results, stuck, *_ = _race(design, sellout, workers, duration, max_refusals=5)
     if stuck:
         cell.errors["stuck in sell-out, killed"] += stuck
-    cell.oversold = sum(max(0, sold - workload.sellout_stock) for sold in design.sold_by_row().values())
+    told = sum((client_told for _, _, _, _, client_told, *_ in results), Counter())
+    rows = design.rows_count()
+    cell.oversold_told = sum(max(0, told[index] - given) for index, (given, _) in enumerate(rows))
+    cell.oversold_rows = sum(max(0, taken - given) for given, taken in rows)
     return cell
 
 
@@ -562,7 +591,8 @@ def run_matrix(*, workloads, workers, designs, duration, progress=print) -> list
                 cell = run_cell(design_class, WORKLOADS[workload_name], count, duration)
                 progress(
                     f"{workload_name:8} W={count:<3} {cell.design:30} {cell.throughput:8.0f}/s "
-                    f"p50 {cell.p50_ms:7.1f} ms  p99 {cell.p99_ms:7.1f} ms  oversold {cell.oversold}  "
+                    f"p50 {cell.p50_ms:7.1f} ms  p99 {cell.p99_ms:7.1f} ms  "
+                    f"oversold (told / rows) {cell.oversold_told} / {cell.oversold_rows}  "
                     f"cpu/op {cell.cpu_ms_per_op:.2f} ms {_cpu_split(cell)}  cores busy {cell.machine_busy:.2f}  "
                     f"errors {dict(cell.errors) or '-'}"
                 )

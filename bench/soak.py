@@ -6,34 +6,51 @@ Not a CI test: it finds what only shows after thousands of interleavings. Worker
 orders (1 to 3 SKUs, a few hot SKUs and many cold ones, now and then a quantity that must be
 refused), replay Idempotency-Keys, pay (some cards declined), fail payments, cancel, expire, and
 adjust stock as staff, all through the real services. Sweeper processes run the expiry and
-failed-payment sweeps (what Celery beat runs; no Celery worker runs here, so the sweep is also what
-releases failed payments). A checker process reads the books in one snapshot every few seconds.
-At the end the workers stop, the last reservations expire and are swept, and a final check must
-find every order settled and nothing reserved. The report goes to docs/soak.md; the exit status is
-1 on any drift, oversell, mismatch or unexpected exception.
+failed-payment sweeps and the payment sweep (what Celery beat runs; no Celery worker runs here, so
+the sweep is also what releases failed payments). A checker process reads the books in one snapshot
+every few seconds. Meanwhile faults are injected, each kind ``--fault-rounds`` times: the soak's Redis
+server is killed and restarted (every lock gone), a worker process is SIGKILLed, a sweeper is
+SIGKILLed (each replaced by a fresh one), and a worker holding a SKU's lock is SIGSTOPped past the
+lock's TTL, then resumed. At the end the workers stop, the last reservations expire and are swept,
+and a final check must find every order settled and nothing reserved. The report goes to
+docs/soak.md; the exit status is 1 on any drift, oversell, mismatch, unexpected exception or fault
+that could not be injected.
+
+Oversell is counted twice against the units put in (restock and adjustment ledger rows): from the
+rows (active and committed reservations, every check) and from the answers (units of the orders
+callers were told are paid, at the end). Neither is bounded by the CHECK on the counters.
+
+Workers journal what they were told (and what they had in flight) to a file as they go, so a killed
+worker's answers still count.
 
 It runs in a database of its own (``<DATABASE_URL name>_soak``, dropped and migrated afresh) and a
-Redis database of its own (``--redis-db``, flushed), with lock keys under ``soak``.
+redis-server of its own, started on a free port and restarted by the faults, with lock keys under
+``soak``.
 """
 
 import argparse
+import atexit
+import json
 import logging
 import multiprocessing
 import os
 import platform
 import queue
 import random
+import shutil
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 import uuid
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from importlib.metadata import version
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import environ
 import MySQLdb
@@ -54,7 +71,8 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--lease", type=float, default=10.0, help="SWEEP_LEASE_SECONDS for the run")
     parser.add_argument("--check-every", type=float, default=3.0, help="seconds between book checks")
     parser.add_argument("--pause", type=float, default=0.01, help="mean think time between a worker's operations")
-    parser.add_argument("--redis-db", type=int, default=11, help="Redis database of the run (flushed)")
+    parser.add_argument("--fault-rounds", type=int, default=2, help="times each kind of fault is injected")
+    parser.add_argument("--redis-down", type=float, default=2.0, help="seconds Redis stays down in a restart")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--report", type=Path, default=ROOT / "docs" / "soak.md")
     args = parser.parse_args()
@@ -63,11 +81,60 @@ def _arguments() -> argparse.Namespace:
     return args
 
 
+class RedisServer:
+    """The soak's own redis-server (no persistence) on a free port: the faults kill and restart it, and
+    that touches no one else's Redis."""
+
+    def __init__(self):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.workdir = tempfile.mkdtemp(prefix="soak-redis-")
+        self.proc = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+            + ["--dir", self.workdir],
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 10
+        while not self._answers():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the soak's redis-server did not start")
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        """A crash (SIGKILL): every key, so every lock and queued request, is gone."""
+        self.proc.kill()
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.kill()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _answers(self) -> bool:
+        try:
+            return redis.Redis(port=self.port, socket_timeout=1).ping()
+        except redis.RedisError:
+            return False
+
+
+REDIS = RedisServer() if __name__ == "__main__" else None
+PAYMENT_SETTLE_AFTER = 20  # seconds: a killed payer's charge is settled by the payment sweep within the run
+
+
 def _use_soak_services(args) -> None:
-    """Before ``django.setup()``: a fresh ``<name>_soak`` database, our own Redis database, run settings."""
+    """Before ``django.setup()``: a fresh ``<name>_soak`` database, our own Redis server, run settings."""
     url = os.environ.get("DATABASE_URL", "mysql://root:@127.0.0.1:3306/shop")
     if not url.startswith("mysql"):
-        raise SystemExit("The soak runs on MySQL/MariaDB: set DATABASE_URL=mysql://... (and REDIS_URL)")
+        raise SystemExit("The soak runs on MySQL/MariaDB: set DATABASE_URL=mysql://...")
     config = environ.Env.db_url_config(url)
     name = config["NAME"] if config["NAME"].endswith("_soak") else f"{config['NAME']}_soak"
     server = MySQLdb.connect(
@@ -79,16 +146,17 @@ def _use_soak_services(args) -> None:
     server.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")
     server.cursor().execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
     server.close()
-    redis_url = urlsplit(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379"))._replace(path=f"/{args.redis_db}")
-    redis.Redis.from_url(redis_url.geturl()).flushdb()  # stale locks and queued tasks of an earlier run
+    REDIS.start()
+    atexit.register(REDIS.stop)
     os.environ.update(
         DATABASE_URL=url.rsplit("/", 1)[0] + "/" + name,
-        REDIS_URL=redis_url.geturl(),
-        CELERY_BROKER_URL=redis_url.geturl(),  # failed payments enqueue their release; nobody consumes it
+        REDIS_URL=REDIS.url,
+        CELERY_BROKER_URL=REDIS.url,  # failed payments enqueue their release; nobody consumes it
         LOCK_KEY_PREFIX="soak",
         RESERVATION_TTL_SECONDS=str(args.ttl),
         EXPIRY_SWEEP_SECONDS=str(args.sweep_every),
         SWEEP_LEASE_SECONDS=str(args.lease),
+        PAYMENT_SETTLE_AFTER_SECONDS=str(PAYMENT_SETTLE_AFTER),
     )
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("SECRET_KEY", "soak-only-not-a-secret")
@@ -112,6 +180,7 @@ from django.db import connection, connections, transaction  # noqa: E402
 from django.db.models import Count, Max, Min, Sum  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
+import inventory.services  # noqa: E402
 from inventory.errors import DomainError  # noqa: E402
 from inventory.models import Reservation, Stock, StockMovement  # noqa: E402
 from inventory.selectors import stock_books  # noqa: E402
@@ -126,6 +195,7 @@ from orders.services import (  # noqa: E402
     order_place,
     order_release_expired,
     order_release_failed_payments,
+    payment_list_settle,
 )
 from shop.models import Product  # noqa: E402
 
@@ -156,34 +226,54 @@ class SoakAnomaly(Exception):
     """A service answered something it must not (a replay giving another order, say): fails the run."""
 
 
+# Until when (time.monotonic(), the same clock in every process) the shop's warnings and errors are a
+# fault's doing: set by the fault injector to the fault's end plus the time its effects may last.
+FAULT_UNTIL = multiprocessing.get_context("fork").Value("d", 0.0, lock=False)
+
+
+class Journal:
+    """Lines appended to a file as they happen (one write each), so a killed process's record survives."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def write(self, *fields) -> None:
+        os.write(self.fd, ("\t".join(map(str, fields)) + "\n").encode())
+
+
 class Tally:
     """What one process saw: operations by kind and outcome, refusals by code, surprises."""
 
-    def __init__(self, role: str):
+    def __init__(self, role: str, journal: Journal | None = None):
         self.role = role
+        self.journal = journal
         self.ops = Counter()
         self.refusals = Counter()
         self.unexpected = Counter()
         self.samples: dict[str, str] = {}  # the first traceback of each unexpected exception
         self.slowest: dict[str, float] = defaultdict(float)
         self.logged = Counter()
+        self.logged_in_fault = Counter()  # logged while a fault or its aftermath lasted
 
     def run(self, kind: str, func) -> None:
-        began = time.monotonic()
+        began, how = time.monotonic(), "ok"
         try:
             outcome = func()
         except DomainError as exc:
-            outcome = exc.code
+            outcome, how = exc.code, "refused"
             self.refusals[exc.code] += 1
         except Exception as exc:
             name = type(exc).__name__
-            outcome = f"UNEXPECTED {name}"
+            outcome, how = f"UNEXPECTED {name}", "unexpected"
             self.unexpected[name] += 1
             self.samples.setdefault(name, f"{self.role}, {kind}:\n{_where(exc)}")
             print(f"UNEXPECTED in {self.role}, {kind}: {name}: {exc}", file=sys.stderr, flush=True)
             connections.close_all()  # whatever state it left, start the next operation clean
         if outcome is None:  # nothing to act on yet
             return
+        if self.journal:
+            self.journal.write("op", kind, outcome, how)
         self.ops[(kind, outcome)] += 1
         self.slowest[kind] = max(self.slowest[kind], time.monotonic() - began)
 
@@ -198,7 +288,14 @@ def _where(exc: Exception) -> str:
 def _count_logs(tally: Tally) -> None:
     """Count the warnings and errors the shop logs in this process, by logger and message template."""
     handler = logging.Handler(level=logging.WARNING)
-    handler.emit = lambda record: tally.logged.update([(record.levelname, record.name, str(record.msg))])
+
+    def emit(record):
+        during_fault = time.monotonic() < FAULT_UNTIL.value
+        (tally.logged_in_fault if during_fault else tally.logged).update(
+            [(record.levelname, record.name, str(record.msg))]
+        )
+
+    handler.emit = emit
     logging.getLogger().addHandler(handler)
 
 
@@ -215,29 +312,69 @@ class Placed:
 
 @dataclass
 class WorkerResult:
+    """What a worker was told, read back from its journal."""
+
     tally: Tally
     placed: set[int] = field(default_factory=set)
+    items: dict[int, list[dict]] = field(default_factory=dict)  # what each placed order asked for
     paid: set[int] = field(default_factory=set)
     unsure_keys: set[str] = field(default_factory=set)  # places whose outcome the caller could not know
+    unsure_paid: set[int] = field(default_factory=set)  # payments whose outcome the caller could not know
+
+
+def _read_journal(path: Path, tally: Tally | None) -> WorkerResult:
+    """A worker's answers from its journal. ``tally`` is None for a killed worker: its operations are
+    counted from the journal (no timings) and the one it had in flight has an unknown outcome."""
+    rebuilt = Tally(f"killed worker {path.name}")
+    result = WorkerResult(tally or rebuilt)
+    in_flight = None
+    for line in path.read_text().split("\n")[:-1]:  # a line cut by the kill has no newline
+        kind, *fields = line.split("\t")
+        if kind == "try":
+            in_flight = ("place", fields[0])
+        elif kind == "pay":
+            in_flight = ("pay", int(fields[0]))
+        elif kind == "placed":
+            result.placed.add(int(fields[0]))
+            result.items[int(fields[0])] = json.loads(fields[2])
+        elif kind == "paid":
+            result.paid.add(int(fields[0]))
+        elif kind == "unsure":
+            result.unsure_keys.add(fields[0])
+        elif kind == "unsure_pay":
+            result.unsure_paid.add(int(fields[0]))
+        elif kind == "op":
+            in_flight = None
+            operation, outcome, how = fields
+            rebuilt.ops[(operation, outcome)] += 1
+            if how == "refused":
+                rebuilt.refusals[outcome] += 1
+            elif how == "unexpected":
+                rebuilt.unexpected[outcome.removeprefix("UNEXPECTED ")] += 1
+    if tally is None and in_flight:
+        kind, what = in_flight
+        (result.unsure_keys if kind == "place" else result.unsure_paid).add(what)
+    return result
 
 
 class Worker:
-    def __init__(self, number: int, skus: dict[str, list[str]], staff_id: int):
+    def __init__(self, number: int, skus: dict[str, list[str]], staff_id: int, journal: Journal):
         self.rng = random.Random(ARGS.seed * 1000 + number)
         self.email = f"soak{number}@example.com"
         self.skus = skus
         self.staff = get_user_model().objects.get(pk=staff_id)
         self.mine: list[Placed] = []
-        self.result = WorkerResult(Tally(f"worker {number}"))
+        self.journal = journal
+        self.tally = Tally(f"worker {number}", journal)
 
-    def run(self, deadline: float) -> WorkerResult:
+    def run(self, deadline: float) -> Tally:
         kinds, weights = list(OPERATIONS), list(OPERATIONS.values())
         while time.monotonic() < deadline:
             kind = self.rng.choices(kinds, weights)[0]
-            self.result.tally.run(kind, getattr(self, kind))
+            self.tally.run(kind, getattr(self, kind))
             if ARGS.pause:
                 time.sleep(self.rng.expovariate(1 / ARGS.pause))
-        return self.result
+        return self.tally
 
     # Orders ---------------------------------------------------------------------------------
 
@@ -260,17 +397,18 @@ class Worker:
 
     def place(self):
         items, key = self._items(), uuid.uuid4().hex
+        self.journal.write("try", key)
         try:
             order = order_place(email=self.email, items=items, idempotency_key=key)
         except DomainError as exc:
             if exc.code == "lock_timeout":
-                self.result.unsure_keys.add(key)
+                self.journal.write("unsure", key)
             raise
         except Exception:
-            self.result.unsure_keys.add(key)
+            self.journal.write("unsure", key)
             raise
+        self.journal.write("placed", order.pk, key, json.dumps(items))
         self.mine = [*self.mine[-399:], Placed(order.pk, key, items, time.monotonic())]
-        self.result.placed.add(order.pk)
         return "placed"
 
     def replay(self):
@@ -308,10 +446,17 @@ class Worker:
             return None
         before = order.status
         declined = self.rng.random() < DECLINE_RATE
-        paid = order_pay(order=order, payment_token="decline" if declined else "soak-card")
+        self.journal.write("pay", order.pk)
+        try:
+            paid = order_pay(order=order, payment_token="decline" if declined else "soak-card")
+        except DomainError:  # refused: nothing was paid
+            raise
+        except Exception:
+            self.journal.write("unsure_pay", order.pk)
+            raise
         if paid.status != Status.PAID:
             raise SoakAnomaly(f"order_pay returned order {paid.pk} as {paid.status}")
-        self.result.paid.add(paid.pk)
+        self.journal.write("paid", paid.pk)
         return "paid" if before == Status.AWAITING_PAYMENT else f"paid (was {before})"
 
     def fail_payment(self):
@@ -389,12 +534,31 @@ class Worker:
         return "set"
 
 
-def _worker(number, skus, staff_id, deadline, out):
+def _worker(number, skus, staff_id, deadline, journal_path, pause, out):
     connections.close_all()  # never share the parent's socket
-    worker = Worker(number, skus, staff_id)
-    _count_logs(worker.result.tally)
-    out.put(("worker", worker.run(deadline)))
+    worker = Worker(number, skus, staff_id, Journal(journal_path))
+    _count_logs(worker.tally)
+    _stop_when_asked(pause)
+    out.put(("worker", number, worker.run(deadline)))
     connections.close_all()
+
+
+def _stop_when_asked(pause) -> None:
+    """The paused-holder fault: once the injector sets ``pause`` to 1, the first worker to reach a one-SKU
+    reservation's guarded UPDATE (holding that SKU's lock, before writing) puts its pid there and
+    SIGSTOPs itself; the injector resumes it after the lock's TTL."""
+    write = inventory.services._stock_reserve_guarded_all
+
+    def stop_then_write(product_id, quantity):
+        with pause.get_lock():
+            chosen = pause.value == 1
+            if chosen:
+                pause.value = os.getpid()
+        if chosen:
+            os.kill(os.getpid(), signal.SIGSTOP)
+        return write(product_id, quantity)
+
+    inventory.services._stock_reserve_guarded_all = stop_then_write
 
 
 # --- Sweeps -----------------------------------------------------------------------------------
@@ -413,12 +577,18 @@ class SweepTotals:
         self.skipped[name] += len(result.skipped)
         return "released some" if result.done else "nothing to do"
 
+    def settle(self) -> str:
+        settled = payment_list_settle(older_than=timedelta(seconds=settings.PAYMENT_SETTLE_AFTER_SECONDS))
+        self.done["charges settled"] += settled
+        return "settled some" if settled else "nothing to do"
+
 
 def _sweep_once(tally: Tally, totals: SweepTotals) -> None:
-    """What the two beat tasks run (orders.tasks.sweep_expired_orders / sweep_failed_payments)."""
+    """What the beat tasks run (orders.tasks.sweep_expired_orders / sweep_failed_payments / settle_payments)."""
     batch = settings.SWEEP_BATCH_SIZE
     tally.run("sweep_expired", lambda: totals.add("expired", order_release_expired(batch_size=batch)))
     tally.run("sweep_failed_payments", lambda: totals.add("failed", order_release_failed_payments(batch_size=batch)))
+    tally.run("settle_payments", lambda: totals.settle())
     totals.passes += 1
 
 
@@ -431,7 +601,7 @@ def _sweeper(number, deadline, out):
         began = time.monotonic()
         _sweep_once(tally, totals)
         time.sleep(max(0.0, ARGS.sweep_every - (time.monotonic() - began)))
-    out.put(("sweeper", (tally, totals)))
+    out.put(("sweeper", number, (tally, totals)))
     connections.close_all()
 
 
@@ -445,7 +615,7 @@ class Check:
     skus: int
     drifted: list[str]  # stock_books rows whose counters disagree with the ledger or the reservations
     negative: list[str]  # on_hand < 0, reserved < 0 or reserved > on_hand
-    oversold: int  # units paid for beyond what was put into stock, summed over SKUs
+    oversold: int  # units held or sold (active and committed reservation rows) beyond the units put in
     mismatched: list[str]  # on hand != put in - sold, or committed reservations != paid lines
     stuck: list[str]  # final orders holding stock (payment-failed ones only past the grace)
     pending: int  # payment-failed orders within the grace, their release not swept yet
@@ -485,6 +655,11 @@ def books_check(*, at: float, grace: float) -> Check:
         )
         sold = _per_sku(OrderLine.all_objects.filter(order__status=Status.PAID), "product__sku", "quantity")
         committed = _per_sku(Reservation.objects.filter(state=Reservation.State.COMMITTED), "product__sku", "quantity")
+        taken = _per_sku(
+            Reservation.objects.filter(state__in=[Reservation.State.ACTIVE, Reservation.State.COMMITTED]),
+            "product__sku",
+            "quantity",
+        )
         holding = list(order_list_final_holding_stock().values_list("number", "status", "updated_at"))
         overdue = order_list_overdue().aggregate(count=Count("pk"), oldest=Min("expires_at"))
         open_orders = Order.all_objects.filter(status=Status.AWAITING_PAYMENT).count()
@@ -501,7 +676,7 @@ def books_check(*, at: float, grace: float) -> Check:
         skus=len(books),
         drifted=[row.describe() for row in books if row.drifted],
         negative=[row.sku for row in books if row.on_hand < 0 or row.reserved < 0 or row.reserved > row.on_hand],
-        oversold=sum(max(0, sold[row.sku] - put_in[row.sku]) for row in books),
+        oversold=sum(max(0, taken[row.sku] - put_in[row.sku]) for row in books),
         mismatched=[
             f"{row.sku}: on hand {row.on_hand}, put in {put_in[row.sku]}, paid {sold[row.sku]}, "
             f"committed {committed[row.sku]}"
@@ -538,7 +713,7 @@ def _checker(started, deadline, out):
         began = time.monotonic()
         tally.run("book_check", check)
         time.sleep(max(0.0, ARGS.check_every - (time.monotonic() - began)))
-    out.put(("checker", (tally, checks)))
+    out.put(("checker", 0, (tally, checks)))
     connections.close_all()
 
 
@@ -571,35 +746,177 @@ def catalog() -> tuple[dict[str, list[str]], int]:
     return skus, staff.pk
 
 
-def run(skus, staff_id) -> dict:
-    ctx = multiprocessing.get_context("fork")
-    connections.close_all()
-    started = time.monotonic()
-    deadline = started + ARGS.minutes * 60
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(n, skus, staff_id, deadline, out)) for n in range(ARGS.workers)]
-    procs += [ctx.Process(target=_sweeper, args=(n, deadline, out)) for n in range(ARGS.sweepers)]
-    procs.append(ctx.Process(target=_checker, args=(started, deadline, out)))
-    for proc in procs:
+@dataclass
+class Fault:
+    kind: str
+    at: float  # seconds since the traffic started
+    seconds: float  # how long it lasted
+    detail: str
+    injected: bool
+
+
+FAULT_KINDS = {
+    "redis_restart": "the soak's redis-server SIGKILLed (every lock and queued request gone), restarted empty",
+    "kill_web": "a worker process (the web side: places, pays, cancels) SIGKILLed mid-traffic, a fresh one started",
+    "pause_holder": "a worker holding a SKU's lock SIGSTOPped before its guarded UPDATE, past the lock's TTL",
+    "kill_sweeper": "a sweeper process (the Celery worker's part) SIGKILLed, a fresh one started",
+}
+
+
+class Run:
+    """The soak's processes, started and replaced here, and the faults done to them."""
+
+    def __init__(self, skus, staff_id):
+        self.ctx = multiprocessing.get_context("fork")
+        self.skus, self.staff_id = skus, staff_id
+        self.out = self.ctx.Queue()
+        self.pause = self.ctx.Value("i", 0)  # 1: stop the next holder; then the stopped worker's pid
+        self.journals = Path(tempfile.mkdtemp(prefix="soak-journals-"))
+        self.workers: dict[int, multiprocessing.Process] = {}
+        self.sweepers: dict[int, multiprocessing.Process] = {}
+        self.killed: set[int] = set()  # pids the faults killed: they report nothing
+        self.faults: list[Fault] = []
+        self.rng = random.Random(ARGS.seed)
+        # A fault's effects last until the locks it left behind expire and their waiters give up.
+        self.aftermath = settings.LOCK_TTL_SECONDS + settings.LOCK_WAIT_SOCKET_TIMEOUT_SECONDS
+
+    def _start(self, target, *args) -> multiprocessing.Process:
+        proc = self.ctx.Process(target=target, args=args)
         proc.start()
-    results = defaultdict(list)
-    for _ in procs:
-        try:
-            role, result = out.get(timeout=max(deadline + 120 - time.monotonic(), 1))
-        except queue.Empty:
-            break
-        results[role].append(result)
-    lost = 0
-    for proc in procs:
-        proc.join(5)
-        if proc.is_alive() or proc.exitcode:
-            lost += 1
-            proc.kill()
-            proc.join()
-    results["seconds"] = time.monotonic() - started
-    results["lost processes"] = lost
-    results["started"] = started
-    return results
+        return proc
+
+    def start_worker(self) -> int:
+        number = len(self.workers)
+        self.workers[number] = self._start(
+            _worker,
+            number,
+            self.skus,
+            self.staff_id,
+            self.deadline,
+            self.journals / f"worker-{number}",
+            self.pause,
+            self.out,
+        )
+        return number
+
+    def start_sweeper(self) -> int:
+        number = len(self.sweepers)
+        self.sweepers[number] = self._start(_sweeper, number, self.deadline, self.out)
+        return number
+
+    def run(self) -> dict:
+        connections.close_all()
+        self.started = time.monotonic()
+        self.deadline = self.started + ARGS.minutes * 60
+        for _ in range(ARGS.workers):
+            self.start_worker()
+        for _ in range(ARGS.sweepers):
+            self.start_sweeper()
+        checker = self._start(_checker, self.started, self.deadline, self.out)
+        self.inject_faults()
+        return self.collect([*self.workers.values(), *self.sweepers.values(), checker])
+
+    # Faults ---------------------------------------------------------------------------------
+
+    def inject_faults(self) -> None:
+        """Each kind ``--fault-rounds`` times, spread evenly over the traffic; one that cannot finish a
+        lock's TTL before the traffic ends is recorded as not injected (and fails the run)."""
+        plan = [kind for _ in range(ARGS.fault_rounds) for kind in FAULT_KINDS]
+        span = self.deadline - self.started
+        for n, kind in enumerate(plan):
+            time.sleep(max(0.0, self.started + span * (n + 1) / (len(plan) + 1) - time.monotonic()))
+            began = time.monotonic()
+            if began > self.deadline - settings.LOCK_TTL_SECONDS - 5:
+                self.faults.append(Fault(kind, began - self.started, 0.0, "not injected: traffic ending", False))
+                continue
+            FAULT_UNTIL.value = float("inf")
+            detail, injected = getattr(self, kind)()
+            ended = time.monotonic()
+            FAULT_UNTIL.value = ended + self.aftermath
+            self.faults.append(Fault(kind, began - self.started, ended - began, detail, injected))
+            _say(self.started, f"fault {kind}: {detail}")
+
+    def redis_restart(self) -> tuple[str, bool]:
+        REDIS.kill()
+        time.sleep(ARGS.redis_down)
+        REDIS.start()
+        return f"down {ARGS.redis_down:g} s, restarted empty", True
+
+    def _kill(self, procs: dict[int, multiprocessing.Process], role: str, replace) -> tuple[str, bool]:
+        number, proc = self.rng.choice([(n, p) for n, p in procs.items() if p.is_alive()])
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.join()
+        self.killed.add(proc.pid)
+        return f"{role} {number} (pid {proc.pid}) SIGKILLed; {role} {replace()} started", True
+
+    def kill_web(self) -> tuple[str, bool]:
+        return self._kill(self.workers, "worker", self.start_worker)
+
+    def kill_sweeper(self) -> tuple[str, bool]:
+        return self._kill(self.sweepers, "sweeper", self.start_sweeper)
+
+    def pause_holder(self) -> tuple[str, bool]:
+        self.pause.value = 1
+        give_up = time.monotonic() + 30
+        while self.pause.value == 1 and time.monotonic() < give_up:
+            time.sleep(0.01)
+        with self.pause.get_lock():
+            pid = self.pause.value
+            if pid == 1:
+                self.pause.value = 0
+                return "no worker reached a one-SKU reservation within 30 s", False
+        while _process_state(pid) != "T" and time.monotonic() < give_up:
+            time.sleep(0.01)
+        stopped = time.monotonic()
+        time.sleep(settings.LOCK_TTL_SECONDS + 2)
+        os.kill(pid, signal.SIGCONT)
+        self.pause.value = 0
+        return (
+            f"worker pid {pid} stopped {time.monotonic() - stopped:.1f} s holding a SKU's lock "
+            f"(lock TTL {settings.LOCK_TTL_SECONDS:g} s), then resumed",
+            True,
+        )
+
+    # Results --------------------------------------------------------------------------------
+
+    def collect(self, procs) -> dict:
+        results = defaultdict(list)
+        reported = {}
+        for _ in [proc for proc in procs if proc.pid not in self.killed]:
+            try:
+                role, number, result = self.out.get(timeout=max(self.deadline + 120 - time.monotonic(), 1))
+            except queue.Empty:
+                break
+            reported[(role, number)] = result
+        lost = 0
+        for proc in procs:
+            proc.join(5)
+            if proc.pid in self.killed:
+                continue
+            if proc.is_alive() or proc.exitcode:
+                lost += 1
+                proc.kill()
+                proc.join()
+        results["worker"] = [
+            _read_journal(self.journals / f"worker-{number}", reported.get(("worker", number)))
+            for number in self.workers
+        ]
+        results["sweeper"] = [result for (role, _), result in reported.items() if role == "sweeper"]
+        results["checker"] = [result for (role, _), result in reported.items() if role == "checker"]
+        shutil.rmtree(self.journals)
+        results["seconds"] = time.monotonic() - self.started
+        results["lost processes"] = lost
+        results["killed processes"] = len(self.killed)
+        results["started"] = self.started
+        results["faults"] = self.faults
+        return results
+
+
+def _process_state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
 
 
 def wind_down(started: float) -> tuple[Tally, SweepTotals, Check]:
@@ -730,6 +1047,7 @@ def _merge(tallies: list[Tally]) -> Tally:
         merged.refusals.update(tally.refusals)
         merged.unexpected.update(tally.unexpected)
         merged.logged.update(tally.logged)
+        merged.logged_in_fault.update(tally.logged_in_fault)
         for name, sample in tally.samples.items():
             merged.samples.setdefault(name, sample)
         for kind, seconds in tally.slowest.items():
@@ -738,10 +1056,21 @@ def _merge(tallies: list[Tally]) -> Tally:
 
 
 def _clients_against_database(workers: list[WorkerResult]) -> tuple[list[list], list[str]]:
-    """Orders and payments the callers were told of, against what the database holds."""
+    """Orders and payments the callers were told of, against what the database holds, and the units
+    callers were told are theirs (paid) against the units put in by the ledger's rows."""
     placed = set().union(*(w.placed for w in workers))
     paid = set().union(*(w.paid for w in workers))
     unsure = set().union(*(w.unsure_keys for w in workers))
+    unsure_paid = set().union(*(w.unsure_paid for w in workers))
+    told_units = Counter()
+    for worker in workers:
+        for pk in worker.paid:
+            for item in worker.items[pk]:
+                told_units[item["sku"]] += item["quantity"]
+    put_in = _per_sku(
+        StockMovement.objects.filter(kind__in=[Kind.RESTOCK, Kind.ADJUST]), "stock__product__sku", "on_hand_delta"
+    )
+    oversold = sum(max(0, told_units[sku] - put_in[sku]) for sku in told_units)
     in_db = set(Order.all_objects.values_list("pk", flat=True))
     paid_in_db = set(Order.all_objects.filter(status=Status.PAID).values_list("pk", flat=True))
     unseen = in_db - placed
@@ -753,7 +1082,9 @@ def _clients_against_database(workers: list[WorkerResult]) -> tuple[list[list], 
         problems.append(
             f"{len(unseen - explained)} order(s) in the database no caller was given: {sorted(unseen - explained)[:10]}"
         )
-    if paid != paid_in_db:
+    if oversold:
+        problems.append(f"callers were told they bought {oversold} unit(s) more than were put in")
+    if paid - paid_in_db or paid_in_db - paid - unsure_paid:
         problems.append(
             f"paid orders: callers were told {len(paid)}, the database has {len(paid_in_db)} "
             f"(told but not paid: {sorted(paid - paid_in_db)[:10]}, "
@@ -765,6 +1096,10 @@ def _clients_against_database(workers: list[WorkerResult]) -> tuple[list[list], 
         ["of those, placed though the caller got lock_timeout or an exception", len(explained)],
         ["paid orders callers were told of", len(paid)],
         ["paid orders in the database", len(paid_in_db)],
+        ["of those, paid though the caller got an exception or was killed paying", len(paid_in_db & unsure_paid)],
+        ["units callers were told are theirs (paid orders)", sum(told_units.values())],
+        ["units put in (restock and adjustment rows)", sum(put_in.values())],
+        ["oversold: units told paid beyond units put in, summed over SKUs", oversold],
     ]
     return rows, problems
 
@@ -786,7 +1121,10 @@ def report(results, final_tally, final_sweeps, final, problems_so_far) -> tuple[
         problems.append(f"unexpected exceptions: {dict(tally.unexpected)}")
     errors_logged = sum(n for (level, *_), n in tally.logged.items() if level in ("ERROR", "CRITICAL"))
     if errors_logged:
-        problems.append(f"{errors_logged} error(s) logged by the shop")
+        problems.append(f"{errors_logged} error(s) logged by the shop outside any fault")
+    faults = results["faults"]
+    if not_injected := [f.kind for f in faults if not f.injected]:
+        problems.append(f"faults not injected: {not_injected}")
     dirty = [c for c in checks if not c.clean]
     if dirty:
         problems.append(f"{len(dirty)} of {len(checks)} book checks found a problem")
@@ -828,14 +1166,39 @@ def report(results, final_tally, final_sweeps, final, problems_so_far) -> tuple[
     lines = [
         "# Soak",
         "",
-        f"Generated by `python -m bench.soak --minutes {ARGS.minutes:g} --workers {ARGS.workers} --skus {ARGS.skus}` "
-        f"on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. **{'PASS' if not problems else 'FAIL'}**: "
-        + ("zero drift, zero oversell, no unexpected exception." if not problems else "; ".join(problems)),
+        f"Generated by `python -m bench.soak --minutes {ARGS.minutes:g} --workers {ARGS.workers} --skus {ARGS.skus} "
+        f"--fault-rounds {ARGS.fault_rounds}` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. "
+        f"**{'PASS' if not problems else 'FAIL'}**: "
+        + (
+            f"{sum(f.injected for f in faults)} faults injected; zero drift, zero oversell (from the rows and from "
+            "the answers), no unexpected exception."
+            if not problems
+            else "; ".join(problems)
+        ),
         "",
         "Worker processes drive the real services with a random mix; sweeper processes run the sweeps",
-        "Celery beat runs; a checker process reads the books in one snapshot every few seconds. At the end",
-        "the workers stop, the last reservations expire and are swept, and a final check allows no grace.",
-        "(`bench/soak.py` says how; `bin/soak` runs it.)",
+        "Celery beat runs; a checker process reads the books in one snapshot every few seconds. Meanwhile",
+        "faults are injected (below). At the end the workers stop, the last reservations expire and are",
+        "swept, and a final check allows no grace. (`bench/soak.py` says how; `bin/soak` runs it.)",
+        "",
+        "## Faults",
+        "",
+        f"Spread evenly over the traffic, each kind {ARGS.fault_rounds} times. Warnings and errors the shop logs "
+        f"from a fault's start until {settings.LOCK_TTL_SECONDS + settings.LOCK_WAIT_SOCKET_TIMEOUT_SECONDS:g} s after "
+        "its end (a lock's TTL plus a waiter's socket timeout) are listed apart, as the fault's; any other fails the "
+        f"run. {results['killed processes']} processes were killed: their operations are counted from their "
+        "journals (without timings), and the operation each had in flight counts as one whose outcome its caller "
+        "could not know.",
+        "",
+        *_table(
+            ["fault", "what", "injected"],
+            [[kind, what, sum(f.injected for f in faults if f.kind == kind)] for kind, what in FAULT_KINDS.items()],
+        ),
+        "",
+        *_table(
+            ["at, s", "fault", "lasted, s", "detail"],
+            [[f"{f.at:.0f}", f.kind, f"{f.seconds:.1f}", f.detail] for f in faults],
+        ),
         "",
         "## Machine and settings",
         "",
@@ -845,7 +1208,8 @@ def report(results, final_tally, final_sweeps, final, problems_so_far) -> tuple[
         "",
         f"{len(checks)} checks in {seconds / 60:.1f} minutes, then the final one. Each reads, in one REPEATABLE READ "
         "snapshot: `stock_books()` (counters against the ledger and the active reservations), negative or "
-        "over-reserved counters, units paid per SKU against units put in (restocks and adjustments: *oversold*), "
+        "over-reserved counters, units held or sold per SKU (active and committed reservation rows) against "
+        "units put in (restock and adjustment ledger rows: *oversold*, which the counters' CHECK does not bound), "
         "on hand against put in minus paid and committed reservations against paid lines (*mismatched*), and "
         "final orders still holding stock (*stuck*; a payment-failed one only after the grace).",
         "",
@@ -931,19 +1295,25 @@ def report(results, final_tally, final_sweeps, final, problems_so_far) -> tuple[
             lines += ["", f"First `{name}`:", "", "```", sample.strip(), "```"]
     else:
         lines.append("None.")
-    lines += ["", "## Warnings and errors the shop logged", ""]
-    if tally.logged:
-        lines += _table(
-            ["level", "logger", "message", "count"],
-            [[level, name, f"`{message}`", n] for (level, name, message), n in tally.logged.most_common()],
-        )
-    else:
-        lines.append("None.")
+    for title, logged in (
+        ("Warnings and errors the shop logged outside the faults", tally.logged),
+        ("Warnings and errors the shop logged during a fault or its aftermath", tally.logged_in_fault),
+    ):
+        lines += ["", f"## {title}", ""]
+        if logged:
+            lines += _table(
+                ["level", "logger", "message", "count"],
+                [[level, name, f"`{message}`", n] for (level, name, message), n in logged.most_common()],
+            )
+        else:
+            lines.append("None.")
     lines += [
         "",
         "## Sweeps",
         "",
-        f"{sweeps.passes} passes (the final ones included).",
+        f"{sweeps.passes} passes (the final ones included); the payment sweep settled "
+        f"{sweeps.done['charges settled']} charge(s) left unsettled over {settings.PAYMENT_SETTLE_AFTER_SECONDS:g} s "
+        "(their payer was killed).",
         "",
         *_table(
             ["sweep", "orders released", "units", "orders skipped (SKU busy)"],
@@ -956,6 +1326,9 @@ def report(results, final_tally, final_sweeps, final, problems_so_far) -> tuple[
         "",
         "## What the callers were told, against the database",
         "",
+        "Read from the workers' journals (a killed worker's included). *Oversold* here counts from the answers: "
+        "the units of every order a caller was told is paid, per SKU, beyond the units put in.",
+        "",
         *_table(["", ""], cross_rows),
         "",
     ]
@@ -966,7 +1339,7 @@ def report(results, final_tally, final_sweeps, final, problems_so_far) -> tuple[
 
 def main():
     skus, staff_id = catalog()
-    results = run(skus, staff_id)
+    results = Run(skus, staff_id).run()
     started = results["started"]
     problems = []
     if results["lost processes"]:
