@@ -2,19 +2,21 @@
 shop recovers by itself when it is back. A Redis crash mid-load (every lock gone at once) cannot
 oversell, because the database's guarded UPDATE decides, not the lock."""
 
+import multiprocessing
 import os
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from django.db import connections
 
 import inventory.services
 from inventory.errors import InsufficientStock, LockTimeout, LockUnavailable
 from orders.models import Order
 from orders.services import order_place
-from tests.conftest import stock_of
+from tests.conftest import assert_told_their_orders, stock_of
 from tests.faults.conftest import assert_books
-from tests.processes import RedisServer, app_server, http, process_env
+from tests.processes import RedisServer, app_server, http, process_env, wait_for
 from tests.race import run_parallel, wait_for_peers
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -49,24 +51,42 @@ def test_orders_get_a_503_while_redis_is_down_and_go_through_again_once_it_is_ba
     assert_books(mug)
 
 
-def _slow_writes(seconds):
-    """Hold every stock section a little longer before its guarded UPDATE: a wider window for lost locks."""
+def _writes_watched(gate, stalled, windows):
+    """Pace every stock section's guarded write and note its window (start, end) in ``windows``.
+
+    The window lies inside the section, after its reads, so two windows that overlap are two sections
+    at once. While ``gate`` is shut a write waits at it, inside its section, and adds its pid to ``stalled``.
+    """
     write = inventory.services._stock_reserve_guarded_all
 
-    def write_slowly(product_id, quantity):
-        time.sleep(seconds)
-        return write(product_id, quantity)
+    def write_watched(product_id, quantity):
+        started = time.monotonic()
+        if not gate.is_set():
+            stalled.append(os.getpid())
+            gate.wait(60)
+        time.sleep(0.05)
+        try:
+            return write(product_id, quantity)
+        finally:
+            windows.append((started, time.monotonic()))
 
-    inventory.services._stock_reserve_guarded_all = write_slowly
+    inventory.services._stock_reserve_guarded_all = write_watched
 
 
-def _buyer(deadline):
-    """Buy one unit at a time until sold out; retry a busy or unreachable lock with the same key."""
-    _slow_writes(0.05)
+def _buyer(deadline, gate, buying, stalled):
+    """Buy one unit at a time until sold out; retry a busy or unreachable lock with the same key, and
+    try nothing while ``buying`` is shut.
+
+    Returns the order number told per key, the key refused for want of stock, the codes retried on and
+    the windows of the sections this process held.
+    """
+    windows = []
+    _writes_watched(gate, stalled, windows)
     wait_for_peers()
-    placed, retries, key = [], [], None
+    told, retries, key = {}, [], None
     while time.monotonic() < deadline:
-        key = key or f"{os.getpid()}-{len(placed)}"
+        buying.wait(60)
+        key = key or f"{os.getpid()}-{len(told)}"
         try:
             order = order_place(email="b@example.com", items=[{"sku": "MUG", "quantity": 1}], idempotency_key=key)
         except (LockUnavailable, LockTimeout) as exc:
@@ -74,37 +94,75 @@ def _buyer(deadline):
             time.sleep(0.02)
             continue
         except InsufficientStock:
-            return placed, 1, retries
-        placed.append(order.number)
+            return told, key, retries, windows
+        told[key] = order.number
         key = None
-    return placed, 0, retries
+    return told, None, retries, windows
+
+
+def _newcomer(quantity, gate, stalled):
+    """One order for ``quantity`` units under a key of its own; returns what ``_buyer`` does."""
+    windows = []
+    _writes_watched(gate, stalled, windows)
+    key, items = f"newcomer-{os.getpid()}", [{"sku": "MUG", "quantity": quantity}]
+    try:
+        order = order_place(email="b@example.com", items=items, idempotency_key=key)
+    except InsufficientStock:
+        return {}, key, [], windows
+    return {key: order.number}, None, [], windows
 
 
 def test_a_redis_crash_just_before_sell_out_cannot_oversell(make_product, private_redis_settings):
-    """Redis is killed and restarted twice mid-load, the second time with only a few units left:
-    buyers already in a section keep going while newcomers lock afresh on the empty Redis."""
+    """Redis is killed and restarted twice mid-load, the second time with only a few units left.
+
+    Each time a section is kept open across the crash, the crowd holds back, and a newcomer locks afresh
+    on the empty Redis and opens its own section: two at once. The second time the newcomer asks for
+    every unit left, so the two ask for more than there is and only the guarded UPDATE stops an oversell.
+    """
     redis, stock = private_redis_settings, 60
     mug = make_product(sku="MUG", stock=stock)
-    deadline = time.monotonic() + 60
-    results = []
-    buyers = threading.Thread(
-        target=lambda: results.extend(run_parallel(_buyer, [{"deadline": deadline}] * 8, processes=8, barrier=True))
-    )
-    buyers.start()
-    crashes = []
-    for threshold in (stock // 2, 8):
-        while buyers.is_alive() and stock_of(mug).available > threshold:
-            time.sleep(0.01)
-        crashes.append(stock_of(mug).available)
-        redis.kill()
-        redis.start()
-    buyers.join()
+    crashes, newcomers = [], []
+    connections.close_all()  # the manager's process must not share this process's connection
+    with multiprocessing.get_context("fork").Manager() as shared, ThreadPoolExecutor(3) as background:
+        gate, buying, stalled = shared.Event(), shared.Event(), shared.list()
+        gate.set()
+        buying.set()
+        job = {"deadline": time.monotonic() + 60, "gate": gate, "buying": buying, "stalled": stalled}
+        buyers = background.submit(run_parallel, _buyer, [job] * 8, processes=8, barrier=True)
+        try:
+            for threshold, takes_all in ((stock // 2, False), (8, True)):
+                while not buyers.done() and stock_of(mug).available > threshold:
+                    time.sleep(0.01)
+                stalled[:] = []
+                gate.clear()
+                wait_for(lambda: len(stalled) == 1, timeout=30, what="a section to stop at the gate")
+                buying.clear()  # the crowd's next tries wait: the newcomer is the first on the new Redis
+                available = stock_of(mug).available
+                crashes.append((time.monotonic(), available))
+                redis.kill()
+                redis.start()
+                newcomer = {"quantity": available if takes_all else 1, "gate": gate, "stalled": stalled}
+                newcomers.append(background.submit(run_parallel, _newcomer, [newcomer], processes=1))
+                wait_for(lambda: len(stalled) == 2, timeout=30, what="the newcomer's section beside the open one")
+                gate.set()
+                buying.set()
+        finally:
+            gate.set()
+            buying.set()
+        crowd = buyers.result()
+        results = crowd + [result for newcomer in newcomers for result in newcomer.result()]
 
-    placed = [number for numbers, _, _ in results for number in numbers]
-    retries = [code for _, _, codes in results for code in codes]
-    assert all(0 < available <= stock // 2 for available in crashes), crashes  # both crashes hit mid-load
-    assert "lock_unavailable" in retries  # buyers did see the lock service fail
-    assert len(placed) == len(set(placed)) == Order.objects.count() == stock_of(mug).reserved <= stock
-    assert sum(refused for _, refused, _ in results) == 8  # everyone kept buying until sold out
-    assert stock_of(mug).available == 0
+    told = {key: number for numbers, _, _, _ in results for key, number in numbers.items()}
+    retries = [code for _, _, codes, _ in results for code in codes]
+    windows = [window for _, _, _, held in results for window in held]
+    overlaps = {(a, b) for a in windows for b in windows if a[0] < b[0] < a[1]}
+    # A section begun after a crash locked on the new Redis: the one open at the crash held the old lock.
+    across = [{(a, b) for a, b in overlaps if a[0] < killed < b[0]} for killed, _ in crashes]
+    assert all(0 < available <= stock // 2 for _, available in crashes), crashes  # both crashes hit mid-load
+    assert all(across)  # at each crash a section begun before it ran beside one begun after it
+    assert overlaps == set().union(*across)  # and only then: between crashes the lock kept sections apart
+    assert retries  # buyers did see the lock service fail, and retried their keys
+    assert all(refused for _, refused, _, _ in crowd)  # the crowd kept buying until sold out
+    assert_told_their_orders({key: {"number": number} for key, number in told.items()}, list(told))
+    assert stock_of(mug).reserved == stock
     assert_books(mug)
