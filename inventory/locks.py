@@ -321,7 +321,8 @@ class QueuedLock(Lock):
             # A holder may have taken our request before Redis failed us: find out, or say we can't.
             if self._abandon_after_error(token, entry, ttl_ms, claim_ms):
                 self.served, self.served_result = True, self._await_answer(wake)
-                return False
+            if self.served:
+                return False  # with its answer, or none: the outcome is unknown
             raise
         except BaseException:
             # Interrupted (a time limit, Ctrl-C): leave the queue and pass on a lock handed to us.

@@ -11,13 +11,14 @@ import pytest
 from django.db import connections
 
 import inventory.services
-from inventory.errors import InsufficientStock, LockTimeout, LockUnavailable
+import orders.services
+from inventory.errors import DomainError, InsufficientStock, LockTimeout, LockUnavailable
 from orders.models import Order
 from orders.services import order_place
 from tests.conftest import assert_told_their_orders, stock_of
 from tests.faults.conftest import assert_books
 from tests.processes import RedisServer, app_server, http, process_env, wait_for
-from tests.race import run_parallel, wait_for_peers
+from tests.race import answers_of, queue_one_by_one, run_parallel, wait_for_peers
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -166,3 +167,39 @@ def test_a_redis_crash_just_before_sell_out_cannot_oversell(make_product, privat
     assert_told_their_orders({key: {"number": number} for key, number in told.items()}, list(told))
     assert stock_of(mug).reserved == stock
     assert_books(mug)
+
+
+def _buy_hot(key, out):
+    try:
+        order = order_place(email="b@example.com", items=[{"sku": "HOT", "quantity": 1}], idempotency_key=key)
+        out.put((key, {"number": order.number}))
+    except DomainError as exc:
+        out.put((key, exc.as_dict()))
+
+
+def test_a_buyer_whose_request_was_taken_when_redis_died_is_told_the_outcome_is_unknown(
+    make_product, private_redis_settings, monkeypatch, tmp_path
+):
+    """Redis crashes after a holder took a waiter's request and before it answered: the waiter cannot
+    learn what happened, so it must not be told that nothing changed; the holder commits its order."""
+    hot, serving = make_product(sku="HOT", stock=10), tmp_path / "serving"
+    place = orders.services._orders_place_batch
+
+    def serve_slowly(requests):
+        if len(requests) > 1:
+            serving.touch()
+            time.sleep(2)  # Redis dies meanwhile
+        return place(requests)
+
+    monkeypatch.setattr(orders.services, "_orders_place_batch", serve_slowly)  # inherited by the forked buyers
+
+    buyers, out = queue_one_by_one(_buy_hot, [{"key": "holder"}, {"key": "waiter"}])
+    wait_for(serving.exists, timeout=20, what="the holder to take the waiter's request")
+    private_redis_settings.kill()
+    answers = answers_of(buyers, out, 2)
+
+    assert answers["waiter"]["code"] == "lock_timeout" and answers["waiter"]["outcome"] == "unknown"
+    placed = dict(Order.objects.values_list("idempotency_key", "number"))
+    assert answers["holder"] == {"number": placed["holder"]} and "waiter" in placed  # it was placed after all
+    assert stock_of(hot).reserved == 2
+    assert_books(hot)
