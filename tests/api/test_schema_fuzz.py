@@ -1,36 +1,114 @@
-"""schemathesis fuzzes every operation of /api/schema/: no 5xx, every response as documented."""
+"""schemathesis fuzzes every operation of /api/schema/: no 5xx, every response as documented.
+
+The stateless test sends every operation random input, as staff and as a customer. Random order
+numbers only ever 404, so the stateful test follows the links schemathesis infers from the schema
+(an order's ``number`` from ``POST /api/orders/``) and pays, cancels and reads real orders.
+"""
 
 import pytest
 import schemathesis
 from django.core import signals
 from django.db import close_old_connections
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from schemathesis.checks import positive_data_acceptance
+from schemathesis.generation import GenerationMode
 
 from config.wsgi import application
 from tests.conftest import client_for
 
 schema = schemathesis.openapi.from_wsgi("/api/schema/", application)
+# The stateful run spends its budget on sequences of valid requests; the stateless one sends invalid ones.
+schema.config.phases.stateful.generation.modes = [GenerationMode.POSITIVE]
+
+# Plenty, a little, none: orders get placed, run short and are refused.
+SKUS = ("BULK", "MUG", "TEE")
+
+# Every check but "schema-valid data must be accepted": an unknown SKU, wrong credentials or too little
+# stock are well-formed requests the API must refuse (with a documented 4xx).
+EXCLUDED_CHECKS = [positive_data_acceptance]
+
+
+@schema.hook("flatmap_case").apply_to(method="POST", path="/api/orders/")
+def _orders_for_real_skus(context, case):
+    """Random SKUs are all unknown: most valid order requests name the shop's, so orders get placed (or run short)."""
+    if case.meta.generation.mode is not GenerationMode.POSITIVE or not isinstance(case.body, dict):
+        return st.just(case)  # an invalid request must stay invalid
+    items = case.body.get("items") or [{"quantity": 1}]
+    placeable = {**case.body, "items": [{**items[0], "sku": SKUS[0]}]}
+    mixed = {**case.body, "items": [{**item, "sku": sku} for item, sku in zip(items, SKUS, strict=False)]}
+    bodies = st.sampled_from([placeable, placeable, mixed, case.body])
+    return st.tuples(bodies, st.uuids()).map(lambda drawn: _with_body(case, *drawn))
+
+
+def _with_body(case, body, fresh_key):
+    """``case`` sending ``body``; a shop order goes with a usable Idempotency-Key (a random one is often blank)."""
+    if body is not case.body:
+        key = case.headers.get("Idempotency-Key", "")
+        case.headers["Idempotency-Key"] = key if 1 <= len(key.strip()) <= 64 else str(fresh_key)
+    case.body = body
+    return case
 
 
 @pytest.fixture
-def staff_token(db, make_product, staff_user, settings):
-    """Some stock to order, and a staff token so every operation is reachable."""
+def tokens(db, make_product, staff_user, customer, settings):
+    """Stock to order, and the Authorization headers of staff (every operation) and a customer."""
     settings.ORDER_THROTTLE_RATE = "100000/minute"  # the fuzzer places hundreds of orders
+    settings.ALLOW_SIMULATED_PAYMENT_FAILURE = True  # so that a declined payment is reachable too
+    make_product(sku="BULK", stock=10**7)
     make_product(sku="MUG", stock=50)
     make_product(sku="TEE", stock=0)
     # Called as a raw WSGI app, Django would close the test's database connection after each request
     # (the test client unhooks this the same way).
     signals.request_started.disconnect(close_old_connections)
     signals.request_finished.disconnect(close_old_connections)
-    yield client_for(staff_user)._credentials["HTTP_AUTHORIZATION"]
+    yield {user: client_for(user)._credentials["HTTP_AUTHORIZATION"] for user in (staff_user, customer)}
     signals.request_started.connect(close_old_connections)
     signals.request_finished.connect(close_old_connections)
 
 
+# What the stateful test must reach on real orders.
+ORDER_OPERATIONS = {"POST /api/orders/{number}/pay/", "POST /api/orders/{number}/cancel/", "GET /api/orders/{number}/"}
+FUZZ = hypothesis_settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
+
+
 @schema.parametrize()
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-def test_the_api_keeps_its_schema_and_never_fails_with_a_5xx(case, staff_token):
-    # Every check but "schema-valid data must be accepted": an unknown SKU, wrong credentials or too
-    # little stock are well-formed requests the API must refuse (with a documented 4xx).
-    case.call_and_validate(headers={"Authorization": staff_token}, excluded_checks=[positive_data_acceptance])
+@FUZZ
+def test_the_api_keeps_its_schema_and_never_fails_with_a_5xx(case, tokens, staff_user):
+    case.call_and_validate(headers={"Authorization": tokens[staff_user]}, excluded_checks=EXCLUDED_CHECKS)
+
+
+@schema.include(path_regex="^/api/orders/").parametrize()
+@FUZZ
+def test_a_customers_orders_keep_the_schema_and_never_fail_with_a_5xx(case, tokens, customer):
+    """Staff may do everything, but the order operations are a customer's: fuzz them with a customer's token too."""
+    case.call_and_validate(headers={"Authorization": tokens[customer]}, excluded_checks=EXCLUDED_CHECKS)
+
+
+def test_orders_followed_through_their_links_keep_the_schema_and_never_fail(tokens, customer):
+    """Place, then pay, cancel and read the order placed, in random sequences, as its customer."""
+    answered = set()
+
+    class Workflow(schema.as_state_machine()):
+        def get_call_kwargs(self, case):
+            return {"headers": {"Authorization": tokens[customer]}}
+
+        def after_call(self, response, case):
+            super().after_call(response, case)
+            answered.add((case.operation.label, response.status_code))
+
+        def validate_response(self, response, case, additional_checks=None, **kwargs):
+            case.validate_response(
+                response,
+                additional_checks=additional_checks,
+                excluded_checks=EXCLUDED_CHECKS,
+                headers=kwargs["headers"],  # so that the auth checks know this token is sent on purpose
+                transport_kwargs=kwargs,
+                recorder=self.recorder,
+            )
+
+    Workflow.run(settings=hypothesis_settings(FUZZ, max_examples=40, stateful_step_count=6))
+    # The links were followed: real orders were found (a random number is only ever a 404).
+    found = {label for label, status in answered if status != 404}
+    assert found >= ORDER_OPERATIONS, sorted(answered)
