@@ -6,7 +6,7 @@ import uuid
 from django import forms
 from django.conf import settings
 from django.contrib import messages
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, connection
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
@@ -86,6 +86,8 @@ def checkout(request):
                 if not connection_lost(exc):
                     raise
                 logger.error("database connection lost during checkout: %s", exc)
+                if not connection.is_usable():
+                    connection.close()  # the session is saved after the view: on a new connection, not this one
                 retry_key = form.cleaned_data["idempotency_key"]
                 messages.error(request, UNCONFIRMED)
             else:

@@ -7,10 +7,13 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from django.conf import settings
+
+from tests.processes import http, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,8 +24,17 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def run_shop(env: dict) -> tuple[str, int]:
-    """Start bin/run, wait for its URL line, fetch the catalog, stop it; return (output, HTTP status)."""
+def serves(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/", timeout=5):
+            return True
+    except OSError:
+        return False
+
+
+@contextmanager
+def running_shop(env: dict):
+    """bin/run until it prints its URL and serves there, then stopped: yields (output, URL, its environment)."""
     port = free_port()
     env = {**env, "PORT": str(port), "PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root")}
     proc = subprocess.Popen(
@@ -42,16 +54,25 @@ def run_shop(env: dict) -> tuple[str, int]:
             output.append(line)
             if "Shop running at" in line or proc.poll() is not None:
                 break
+        url = f"http://127.0.0.1:{port}"
         for _ in range(50):
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as response:
-                    return "".join(output), response.status
-            except OSError:
-                time.sleep(0.2)
-        return "".join(output), 0
+            if serves(url):
+                break
+            time.sleep(0.2)
+        yield "".join(output), url, env
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(20)
+
+
+def run_shop(env: dict) -> tuple[str, int]:
+    """Start bin/run, fetch the catalog, stop it; return (output, HTTP status or 0 if it never answered)."""
+    with running_shop(env) as (output, url, _):
+        try:
+            with urllib.request.urlopen(f"{url}/", timeout=5) as response:
+                return output, response.status
+        except OSError:
+            return output, 0
 
 
 def test_with_nothing_configured_the_shop_runs_embedded(tmp_path):
@@ -73,32 +94,58 @@ def test_with_database_and_redis_urls_it_uses_mysql_and_redis():
     assert status == 200
 
 
-def test_in_embedded_mode_the_lock_store_is_shared_by_every_process(tmp_path):
-    """SQLite + the embedded server, 4 buyer processes: the service still sells exactly its stock."""
-    port = free_port()
+# Holds the SKU's lock until a line comes on stdin.
+HOLD_LOCK = """
+import sys
+from inventory.locks import sku_locks
+with sku_locks(["MUG-LOGO"]):
+    print("held", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def test_in_embedded_mode_every_process_shares_one_lock_store_and_beat_runs_the_sweeps(tmp_path):
+    """bin/run with nothing configured: a lock one process holds is seen by another and stops the web server's
+    order for that SKU; the order placed once it is released expires through beat and the worker."""
+    password = "pw-staff-embedded"
     env = {
-        "PATH": os.environ["PATH"],
-        "SECRET_KEY": settings.SECRET_KEY,
         "SQLITE_PATH": str(tmp_path / "shop.sqlite3"),
-        "EMBEDDED_REDIS_PORT": str(port),
-        "LOG_LEVEL": "WARNING",
+        "EMBEDDED_REDIS_PORT": str(free_port()),
+        "DEMO_STAFF_PASSWORD": password,
+        "DEBUG": "1",  # as bin/run sets it for its own processes
+        "LOCK_TTL_SECONDS": "60",  # held by the test's process for as long as the test needs it
+        "LOCK_WAIT_SECONDS": "1",
+        "RESERVATION_TTL_SECONDS": "1",
+        "EXPIRY_SWEEP_SECONDS": "1",
     }
-    server = subprocess.Popen([sys.executable, "-m", "config.embedded_redis", "--port", str(port)], cwd=ROOT, env=env)
-    try:
-        manage = [sys.executable, "manage.py"]
-        subprocess.run([*manage, "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=120)
-        demo = subprocess.run(
-            [*manage, "oversell_demo", "--strategy", "service", "--workers", "4", "--stock", "10", "--attempts", "40"],
+    with running_shop(env) as (output, url, shop_env):
+        assert "Mode: embedded" in output
+        token = http("POST", f"{url}/api/auth/token/", body={"username": "staff", "password": password})[1]["token"]
+        order = {"items": [{"sku": "MUG-LOGO", "quantity": 1}]}
+        holder = subprocess.Popen(
+            [sys.executable, "manage.py", "shell", "--no-imports", "-c", HOLD_LOCK],
             cwd=ROOT,
-            env=env,
-            capture_output=True,
+            env=shop_env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
             text=True,
-            timeout=180,
         )
-    finally:
-        server.terminate()
-        server.wait(10)
-    assert demo.returncode == 0, demo.stderr
-    assert "sqlite database" in demo.stdout
-    row = next(line for line in demo.stdout.splitlines() if line.startswith("service"))
-    assert row.split() == ["service", "40", "10", "0", "0", "0", "correct"]
+        try:
+            assert holder.stdout.readline() == "held\n"
+            listed = subprocess.run(
+                [sys.executable, "manage.py", "reset_locks"], cwd=ROOT, env=shop_env, capture_output=True, text=True
+            )
+            refused = http("POST", f"{url}/api/orders/", token=token, body=order, key="while-held")
+        finally:
+            holder.communicate("\n", timeout=30)
+        placed = http("POST", f"{url}/api/orders/", token=token, body=order, key="after")
+
+        assert listed.returncode == 1 and "held: MUG-LOGO (" in listed.stdout, listed.stdout + listed.stderr
+        assert (refused[0], refused[1]["code"]) == (503, "lock_timeout"), refused
+        assert placed[0] == 201, placed
+        number = placed[1]["number"]
+        wait_for(
+            lambda: http("GET", f"{url}/api/orders/{number}/", token=token)[1]["status"] == "expired",
+            timeout=60,
+            what="beat's sweep, run by the worker, to expire the order",
+        )

@@ -18,6 +18,8 @@ from rest_framework.test import APIClient
 from config import error_views
 from config.api import LoginThrottle
 from tests.conftest import client_for
+from tests.faults.conftest import mysql_session
+from tests.processes import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -265,15 +267,46 @@ def lost_connection(*args, **kwargs):
     raise OperationalError(2006, "Server has gone away")
 
 
-def test_a_page_that_lost_its_database_connection_is_a_503_to_retry_not_a_500(monkeypatch, db, caplog):
-    monkeypatch.setattr("shop.views.product_list_for_catalog", lost_connection)
-    with caplog.at_level(logging.ERROR, logger="django.request"):
-        response = Client(raise_request_exception=False).get("/")
-    assert (response.status_code, response["Retry-After"]) == (503, "1")
+def queries_waiting_for(session, table: str) -> list[int]:
+    """Connection ids of this database's queries waiting for ``table``, which another session locked."""
+    cursor = session.cursor()
+    cursor.execute(
+        "SELECT id FROM information_schema.processlist WHERE db = DATABASE() "
+        "AND state = 'Waiting for table metadata lock' AND info LIKE %s",
+        [f"%{table}%"],
+    )
+    return [row[0] for row in cursor.fetchall()]
+
+
+def test_a_page_whose_database_connection_is_killed_is_a_503_to_retry_not_a_500(transactional_db, caplog):
+    """Killed for real (``KILL CONNECTION``) while the catalog's query waits for a table another session locked."""
+    locker, killer = mysql_session(), mysql_session()
+    locker.cursor().execute("LOCK TABLES shop_product WRITE")
+    answers = []
+
+    def get_catalog():
+        try:
+            answers.append(Client(raise_request_exception=False).get("/"))
+        finally:
+            connection.close()
+
+    page = threading.Thread(target=get_catalog)
+    try:
+        with caplog.at_level(logging.ERROR, logger="django.request"):
+            page.start()
+            wait_for(lambda: queries_waiting_for(killer, "shop_product"), timeout=30, what="the catalog's query")
+            [catalog_query] = queries_waiting_for(killer, "shop_product")
+            killer.cursor().execute(f"KILL CONNECTION {int(catalog_query)}")
+            page.join(30)
+    finally:
+        locker.close()
+        killer.close()
+    [response] = answers
+    assert response.status_code == 503 and response["Retry-After"] == "1"
     assert response["Content-Type"].startswith("text/html")
     assert "try again in a few seconds" in response.content.decode()
     assert_shows_nothing_inside(response.content.decode())
-    assert "Server has gone away" in caplog.text  # logged for the operators
+    assert "Lost connection to server during query" in caplog.text  # logged for the operators
 
 
 def test_django_answers_a_lost_database_connection_under_api_in_the_error_shape_too():

@@ -1,12 +1,16 @@
 import re
+from urllib.parse import parse_qs
 
 import pytest
+from django.core.signals import request_started
 from playwright.sync_api import expect
 
+from inventory.locks import lock_list, sku_locks
 from orders.models import Order
 from orders.services import order_place
 from tests.browser.conftest import screenshot
 from tests.conftest import assert_books_balance, stock_of
+from tests.processes import wait_for
 
 
 @pytest.fixture
@@ -17,6 +21,11 @@ def catalog(make_product):
     }
     make_product(sku="CAP", name="Navy cap", stock=0, price="22.00")
     return products
+
+
+def queued_on(sku: str) -> int:
+    """Requests waiting for the SKU's lock, which this test holds."""
+    return next((lock["waiters"] for lock in lock_list() if lock["sku"] == sku), 0)
 
 
 def check_out(page, *, sku="MUG", name="Logo mug", quantity="2"):
@@ -66,17 +75,47 @@ def test_a_failed_payment_gives_the_stock_back(page, catalog):
     assert_books_balance(catalog["MUG"])
 
 
-@pytest.mark.parametrize("javascript", [True, False], ids=["with-js", "without-js"])
-def test_a_double_click_on_place_order_makes_one_order(browser, live_server, transactional_db, catalog, javascript):
-    """With JavaScript the button disables itself; without it, both submits carry the page's one key."""
+@pytest.mark.parametrize(("javascript", "posts"), [(True, 1), (False, 2)], ids=["with-js", "without-js"])
+def test_clicking_place_order_again_while_it_is_placed_makes_one_order(
+    browser, live_server, transactional_db, catalog, javascript, posts
+):
+    """The second click comes while the first POST waits for the SKU's lock, as on a busy server.
+
+    With JavaScript the disabled button sends nothing more. Without it both POSTs reach the server with
+    the page's one key, and the shop places one order and shows it. (A double click sends one POST in
+    Chromium, with JavaScript or without: the second submit replaces the first before it is sent.)
+    """
+    reached = []  # checkout POSTs that Django received
+
+    def count(sender, environ, **kwargs):
+        if (environ["REQUEST_METHOD"], environ["PATH_INFO"]) == ("POST", "/checkout/"):
+            reached.append(environ["PATH_INFO"])
+
     context = browser.new_context(base_url=live_server.url, java_script_enabled=javascript)
     page = context.new_page()
+    sent = []
+    page.on(
+        "request", lambda r: sent.append(r) if (r.method, r.url) == ("POST", f"{live_server.url}/checkout/") else None
+    )
     check_out(page)
-    page.get_by_test_id("place-order").dblclick()
-    expect(page.get_by_test_id("status")).to_have_text("Awaiting payment")
+    # Clicked by position: while the POST is pending, a locator's click waits for its answer.
+    box = page.get_by_test_id("place-order").bounding_box()
+    button = (box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    request_started.connect(count)
+    try:
+        with sku_locks(["MUG"]):
+            page.mouse.click(*button)
+            wait_for(lambda: queued_on("MUG") == 1, timeout=10, what="the first POST to wait for the lock")
+            page.mouse.click(*button)
+            wait_for(lambda: queued_on("MUG") == posts, timeout=10, what=f"{posts} POSTs to wait for the lock")
+        expect(page.get_by_test_id("status")).to_have_text("Awaiting payment")
+    finally:
+        request_started.disconnect(count)
+    [order] = Order.objects.all()
+    assert page.url == f"{live_server.url}/orders/{order.number}/"
     context.close()
-
-    assert Order.objects.count() == 1
+    assert (len(sent), len(reached)) == (posts, posts)
+    assert {parse_qs(request.post_data)["idempotency_key"][0] for request in sent} == {order.idempotency_key}
     assert stock_of(catalog["MUG"]).reserved == 2
     assert_books_balance(catalog["MUG"])
 
