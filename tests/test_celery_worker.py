@@ -1,9 +1,11 @@
 """Real Celery worker and beat processes against the Redis broker and MariaDB (no task_always_eager)."""
 
 import os
+import re
 import signal
 import subprocess
-from contextlib import contextmanager
+import time
+from contextlib import ExitStack, contextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -11,16 +13,18 @@ import pytest
 from django.utils import timezone
 
 from config.celery import app
+from inventory.locks import lock_list, sku_locks
 from inventory.models import Reservation
 from orders.models import Order
-from orders.services import order_place
-from orders.tasks import sweep_expired_orders
+from orders.services import order_fail_payment, order_place
+from orders.tasks import sweep_expired_orders, sweep_failed_payments
 from tests.conftest import assert_books_balance, stock_of
 from tests.processes import BIN, ROOT, process_env, stop, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 CELERY = str(BIN / "celery")
+RELEASE, SWEEP = "orders.tasks.release_order_stock", "orders.tasks.sweep_failed_payments"
 
 
 @contextmanager
@@ -45,30 +49,58 @@ def celery(kind: str, env: dict, log: Path, *args: str):
 
 @pytest.fixture(autouse=True)
 def empty_queue():
-    app.control.purge()
+    """No task leaks into the next test: none queued, none left unacknowledged by a killed worker."""
+    forget_every_task()
     yield
+    forget_every_task()
+
+
+def forget_every_task():
     app.control.purge()
+    with app.connection_for_write() as connection:
+        channel = connection.default_channel
+        channel.client.delete(channel.unacked_key, channel.unacked_index_key)
+
+
+def pool_processes(worker: subprocess.Popen) -> list[int]:
+    """The worker's prefork pool: its child processes, which run the tasks."""
+    return [int(pid) for pid in Path(f"/proc/{worker.pid}/task/{worker.pid}/children").read_text().split()]
+
+
+def task_ids(log: Path, task: str, event: str) -> list[str]:
+    """The message id of ``task`` at each ``event`` ("received": a delivery, "succeeded") in a worker's log."""
+    return re.findall(rf"Task {re.escape(task)}\[([\w-]+)\] {event}", log.read_text())
+
+
+def queued_for(sku: str) -> int:
+    """How many callers are queued for ``sku``'s lock, the dead ones included."""
+    return sum(lock["waiters"] for lock in lock_list() if lock["sku"] == sku)
 
 
 def place(sku, quantity, key):
     return order_place(email=f"{key}@example.com", items=[{"sku": sku, "quantity": quantity}], idempotency_key=key)
 
 
-def test_beat_and_a_worker_expire_orders_within_one_sweep_period(make_product, settings, tmp_path):
+def test_beat_and_a_worker_expire_overdue_orders_and_release_failed_payments(make_product, settings, tmp_path):
     sweep_period = 1.0
     settings.RESERVATION_TTL_SECONDS = 2
     mug = make_product(sku="MUG", stock=20)
+    lost = place("MUG", 3, "lost-task")
+    Order.objects.filter(pk=lost.pk).update(status="payment_failed")  # its release task was lost with the broker
     env = process_env(EXPIRY_SWEEP_SECONDS=sweep_period)
 
     with celery("worker", env, tmp_path / "worker.log", "--concurrency=1"):
         with celery("beat", env, tmp_path / "beat.log", "--schedule", str(tmp_path / "schedule")):
             placed = [place("MUG", 2, f"ttl-{i}") for i in range(5)]
             wait_for(lambda: Order.objects.filter(status="expired").count() == 5, timeout=15, what="orders to expire")
+            wait_for(lambda: stock_of(mug).reserved == 0, timeout=15, what="the failed payment's release")
 
-    lags = [(o.updated_at - o.expires_at).total_seconds() for o in Order.objects.filter(pk__in=[p.pk for p in placed])]
-    assert all(0 <= lag <= sweep_period + 0.5 for lag in lags), lags  # one period, plus dispatch
-    assert stock_of(mug).reserved == 0
-    assert "sweep_expired_orders" in (tmp_path / "worker.log").read_text()
+    expired = Order.objects.filter(pk__in=[p.pk for p in placed])
+    assert all(order.updated_at >= order.expires_at for order in expired)  # never before they were due
+    assert Reservation.objects.get(order_line__order=lost).release_reason == "payment_failed"
+    log = (tmp_path / "worker.log").read_text()
+    # Only beat's sweeps, run by the worker, expire and release here (how fast is bench/sweep.py's business).
+    assert "sweep_expired_orders" in log and "sweep_failed_payments" in log
     assert_books_balance(mug)
 
 
@@ -100,4 +132,52 @@ def test_a_worker_killed_mid_sweep_loses_nothing_and_releases_nothing_twice(make
     ]
     assert releases == [1] * total  # exactly once each, none lost
     assert stock_of(mug).reserved == 0
+    assert_books_balance(mug)
+
+
+def test_a_task_whose_worker_dies_mid_run_is_delivered_again_and_releases_once(make_product, settings, tmp_path):
+    """Acks late: a failed payment's release task dies mid-run twice, first its pool process alone (the worker
+    requeues it at once), then the whole worker (the broker hands it to the next worker once the visibility
+    timeout has passed). Beat is off, so only redelivery can run it; the failed-payment sweep then tries the
+    same release."""
+    visibility = 1
+    settings.LOCK_TTL_SECONDS = 120  # our lock outlives both kills
+    mug = make_product(sku="MUG", stock=5)
+    failed, kept = place("MUG", 2, "failed"), place("MUG", 3, "kept")  # every unit held
+    env = process_env(
+        CELERY_VISIBILITY_TIMEOUT=visibility, LOCK_TTL_SECONDS=120, LOCK_WAIT_SECONDS=60, SWEEP_LOCK_WAIT_SECONDS=60
+    )
+    first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
+
+    with ExitStack() as payment_in_flight:
+        payment_in_flight.enter_context(sku_locks(["MUG"]))  # a task queues behind it: mid-run, nothing done
+        with celery("worker", env, first_log, "--concurrency=1") as first:
+            assert order_fail_payment(order=failed)  # its release task is queued on commit
+            wait_for(lambda: queued_for("MUG") == 1, timeout=30, what="the release task to start")
+            [running] = pool_processes(first)
+            os.kill(running, signal.SIGKILL)
+            wait_for(lambda: queued_for("MUG") == 2, timeout=30, what="the task to be delivered again")
+            os.killpg(first.pid, signal.SIGKILL)  # now the worker and its pool, while the task runs again
+            first.wait(10)
+        time.sleep(visibility)  # unacknowledged this long, it goes to the next worker that starts
+
+        with celery("worker", env, second_log, "--concurrency=2"):
+            wait_for(lambda: queued_for("MUG") == 3, timeout=30, what="the task to be delivered a third time")
+            sweep_failed_payments.delay()
+            wait_for(lambda: queued_for("MUG") == 4, timeout=30, what="the sweep to start")
+            payment_in_flight.close()
+            wait_for(
+                lambda: task_ids(second_log, RELEASE, "succeeded") and task_ids(second_log, SWEEP, "succeeded"),
+                timeout=30,
+                what="the task and the sweep to finish",
+            )
+
+    task_id = task_ids(first_log, RELEASE, "received")[0]
+    assert task_ids(first_log, RELEASE, "received") == [task_id] * 2  # the same message, not a retry
+    assert task_ids(second_log, RELEASE, "received") == [task_id]
+    released = Reservation.objects.get(order_line__order=failed)
+    assert (released.state, released.release_reason) == ("released", "payment_failed")
+    assert released.movements.filter(kind="release").count() == 1
+    assert Reservation.objects.get(order_line__order=kept).state == "active"
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (5, 3)
     assert_books_balance(mug)

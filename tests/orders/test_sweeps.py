@@ -1,13 +1,15 @@
 """Sweeps on real MariaDB + Redis: bounded, exactly once, never a paid order, never blocked by one bad order."""
 
+from collections import Counter
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
 import orders.services
-from inventory.models import Reservation, StockMovement
-from orders.models import Order
+from inventory.errors import DomainError
+from inventory.models import Reservation
+from orders.models import Order, OrderLine, Payment
 from orders.services import (
     order_fail_payment,
     order_pay,
@@ -15,9 +17,10 @@ from orders.services import (
     order_release_expired,
     order_release_failed_payments,
 )
-from orders.tasks import release_order_stock, sweep_expired_orders
+from orders.tasks import release_order_stock, sweep_expired_orders, sweep_failed_payments
 from tests.conftest import assert_books_balance, stock_of
-from tests.race import holding, run_parallel
+from tests.processes import wait_for
+from tests.race import holding, run_parallel, wait_for_peers
 
 
 def place(sku, quantity, key):
@@ -96,22 +99,39 @@ def test_several_sweepers_at_once_release_every_order_exactly_once(make_product)
     assert_books_balance(mug)
 
 
+TASKS = {task.name: task for task in (release_order_stock, sweep_failed_payments, sweep_expired_orders)}
+
+
+def _deliver(task, args):
+    """Run one delivery of ``task`` as a worker's pool process would, at the same moment as the others."""
+    wait_for_peers()
+    return TASKS[task].apply(args=args).get()
+
+
 @pytest.mark.django_db(transaction=True)
-def test_the_same_task_delivered_twice_releases_nothing_twice(make_product):
-    mug = make_product(sku="MUG", stock=10)
+def test_the_same_task_delivered_several_times_at_once_releases_nothing_twice(make_product, settings):
+    """Acks late delivers a task at least once: a failed payment's release, delivered four times, races the
+    sweeps that would also release it, each of them twice."""
+    settings.SWEEP_LOCK_WAIT_SECONDS = settings.LOCK_WAIT_SECONDS  # a sweeper queues with the others, never skips
+    mug = make_product(sku="MUG", stock=5)
     failed = place("MUG", 3, "failed")
     Order.objects.filter(pk=failed.pk).update(status="payment_failed")  # marked; its task is "in the queue"
-    overdue = place("MUG", 2, "late")
+    overdue = place("MUG", 2, "late")  # every unit held
     make_overdue(overdue)
+    jobs = (
+        [{"task": release_order_stock.name, "args": [failed.pk]}] * 4
+        + [{"task": sweep_failed_payments.name, "args": []}] * 2
+        + [{"task": sweep_expired_orders.name, "args": []}] * 2
+    )
 
-    release_order_stock.apply(args=[failed.pk])
-    release_order_stock.apply(args=[failed.pk])
-    sweep_expired_orders.apply()
-    Order.objects.update(sweep_lease_until=None)
-    sweep_expired_orders.apply()
+    answers = run_parallel(_deliver, jobs, processes=len(jobs), barrier=True)
 
+    assert answers[:4] == [1] * 4  # each delivery answers with the order's one released reservation
+    assert sum(answers[4:6]) <= 1 and sum(answers[6:]) == 1  # a sweep claims an order once
+    reasons = {r.order_line.order_id: r.release_reason for r in Reservation.objects.select_related("order_line")}
+    assert reasons == {failed.pk: "payment_failed", overdue.pk: "expired"}
     assert set(releases_per_reservation().values()) == {1}
-    assert stock_of(mug).reserved == 0
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (5, 0)
     assert_books_balance(mug)
 
 
@@ -159,47 +179,127 @@ def test_overdue_orders_are_expired_even_when_the_new_order_is_still_refused(mak
     assert_books_balance(mug)
 
 
-def _pay_or_sweep(action, order_ids):
+def _pay_sweep_or_place(action, order_ids=(), keys=()):
+    """How many orders a sweep expired, or what each payer (by order id) or new buyer (by key) was told:
+    a status, an order number or an error code."""
+    wait_for_peers()
     if action == "sweep":
-        return ("sweep", order_release_expired(batch_size=5).done)
-    paid = 0
+        return order_release_expired(batch_size=5).done
+    told = {}
+    for key in keys:
+        try:
+            items = [{"sku": "MUG", "quantity": 2}]
+            told[key] = order_place(email="new@example.com", items=items, idempotency_key=key).number
+        except DomainError as exc:
+            told[key] = exc.code
     for order_id in order_ids:
         try:
-            paid += order_pay(order=Order.objects.get(pk=order_id)).status == "paid"
-        except Exception as exc:  # a domain refusal is a fine outcome; the parent checks the books
-            assert getattr(exc, "code", None), exc
-    return ("pay", paid)
+            told[order_id] = order_pay(order=Order.objects.get(pk=order_id)).status
+        except DomainError as exc:
+            told[order_id] = exc.code
+    return told
 
 
 @pytest.mark.django_db(transaction=True)
-def test_payments_racing_sweeps_never_both_pay_and_release_an_order(make_product):
-    mug = make_product(sku="MUG", stock=200)
-    placed = [place("MUG", 1 + i % 3, f"o{i}") for i in range(60)]
+def test_payments_racing_sweeps_and_new_orders_never_both_pay_and_release_an_order(make_product, settings):
+    """Overdue orders hold every mug while new orders want more: a payment that loses its order to a sweep
+    pays only if its units are still there, and each sweeper, payer and buyer is told what the books say."""
+    settings.SWEEP_LOCK_WAIT_SECONDS = settings.LOCK_WAIT_SECONDS  # no order is skipped, so each one ends
+    received = 24
+    mug, tee = make_product(sku="MUG", stock=received), make_product(sku="TEE", stock=12)
+    # Two SKUs each, so a new order for mugs cannot expire them itself: only the sweeps do.
+    placed = [
+        order_place(
+            email=f"o{i}@example.com",
+            items=[{"sku": "MUG", "quantity": 1 + i % 3}, {"sku": "TEE", "quantity": 1}],
+            idempotency_key=f"o{i}",
+        )
+        for i in range(12)
+    ]  # 24 mugs
     make_overdue(*placed)
     ids = [o.pk for o in placed]
-    jobs = [{"action": "sweep", "order_ids": []} for _ in range(3)] + [
-        {"action": "pay", "order_ids": ids[i::3]} for i in range(3)
+    jobs = (
+        [{"action": "sweep"}] * 2
+        + [{"action": "pay", "order_ids": ids[i::3]} for i in range(3)]
+        + [{"action": "place", "keys": [f"new-{i}-{n}" for n in range(4)]} for i in range(2)]  # 16 mugs more
+    )
+
+    results = run_parallel(_pay_sweep_or_place, jobs, processes=len(jobs), barrier=True)
+
+    swept, payers, buyers = results[:2], results[2] | results[3] | results[4], results[5] | results[6]
+    for order in Order.objects.filter(pk__in=ids):
+        reservations = list(Reservation.objects.filter(order_line__order=order))
+        for reservation in reservations:  # never both committed and released
+            kinds = sorted(reservation.movements.values_list("kind", flat=True))
+            assert kinds == {"committed": ["commit", "reserve"], "released": ["release", "reserve"]}[reservation.state]
+        states = Counter(r.state for r in reservations)
+        charges = Counter(order.payments.values_list("state", flat=True))
+        if order.status == "paid":  # on time, or reserved again after a sweep expired it
+            assert payers[order.pk] == "paid"
+            assert (states["committed"], charges) == (2, {"captured": 1})
+        else:  # expired, and its mugs went to a new order before its payer could take them back
+            assert (order.status, payers[order.pk]) == ("expired", "order_expired")
+            assert (states["committed"], states["released"]) == (0, 2)
+            assert set(charges) <= {"refunded"}  # charged while the sweep expired it: refunded
+    expired = Order.objects.filter(lines__reservations__release_reason="expired").distinct().count()
+    assert sum(swept) == expired  # the sweeps expired them all, each once
+    for key, answer in buyers.items():
+        new = Order.objects.filter(idempotency_key=key).first()
+        assert answer == ("insufficient_stock" if new is None else new.number)
+    assert "insufficient_stock" in buyers.values() or "order_expired" in payers.values()  # more wanted than received
+    sold = sum(line.quantity for line in OrderLine.objects.filter(order__status="paid", product=mug))
+    held = sum(r.quantity for r in Reservation.objects.filter(state="active"))
+    assert sold + held <= received
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (received - sold, held)
+    assert (stock_of(tee).on_hand, stock_of(tee).reserved) == (12 - Order.objects.filter(status="paid").count(), 0)
+    assert_books_balance(mug, tee)
+
+
+def _pay_or_fail(action, order_id, after=""):
+    """Pay the order, or mark its payment failed once its payment has reached ``after`` ("": at once,
+    "charged": the charge is recorded and about to be applied, "paid": applied)."""
+    wait_for_peers()
+    if action == "pay":
+        try:
+            return order_pay(order=Order.objects.get(pk=order_id)).status
+        except DomainError as exc:
+            return exc.code
+    reached = {
+        "": lambda: True,
+        "charged": Payment.objects.filter(order_id=order_id).exists,
+        "paid": Order.objects.filter(pk=order_id, status="paid").exists,
+    }[after]
+    wait_for(reached, timeout=30, what=f"the payment to reach {after}")
+    return order_fail_payment(order=Order.objects.get(pk=order_id))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_failing_a_payment_races_safely_with_paying(make_product, celery_eager):
+    """A failure is marked without a stock lock (its release runs after), so only its conditional status
+    change keeps it from undoing a payment: it lands before the payment, while it is applied, and after."""
+    mug = make_product(sku="MUG", stock=6)
+    placed = [place("MUG", 2, f"o{i}") for i in range(3)]  # every unit held
+    jobs = [
+        job
+        for order, after in zip(placed, ("", "charged", "paid"), strict=True)
+        for job in ({"action": "pay", "order_id": order.pk}, {"action": "fail", "order_id": order.pk, "after": after})
     ]
 
-    run_parallel(_pay_or_sweep, jobs, processes=6, barrier=True)
+    answers = run_parallel(_pay_or_fail, jobs, processes=len(jobs), barrier=True)
 
-    for order in Order.objects.all():
-        assert order.status in ("paid", "expired"), order.status
-        for reservation in Reservation.objects.filter(order_line__order=order):
-            kinds = sorted(reservation.movements.values_list("kind", flat=True))
-            assert kinds in (["commit", "reserve"], ["release", "reserve"]), kinds
-        committed = Reservation.objects.filter(order_line__order=order, state="committed").count()
-        assert committed == (1 if order.status == "paid" else 0)
-    assert stock_of(mug).reserved == 0
-    assert StockMovement.objects.filter(kind="commit").count() == Order.objects.filter(status="paid").count()
+    for order, told in zip(placed, zip(answers[::2], answers[1::2], strict=True), strict=True):
+        order.refresh_from_db()
+        reservation = Reservation.objects.get(order_line__order=order)
+        charges = Counter(order.payments.values_list("state", flat=True))
+        if order.status == "paid":
+            assert told == ("paid", False)
+            assert (reservation.state, charges) == ("committed", {"captured": 1})
+        else:
+            assert (order.status, told) == ("payment_failed", ("order_not_payable", True))
+            assert (reservation.state, reservation.release_reason) == ("released", "payment_failed")
+            assert set(charges) <= {"refunded"}  # charged before the failure won: refunded
+        assert reservation.movements.count() == 2
+    assert Order.objects.get(pk=placed[2].pk).status == "paid"  # a failure after the payment changes nothing
+    sold = 2 * Order.objects.filter(status="paid").count()
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (6 - sold, 0)
     assert_books_balance(mug)
-
-
-@pytest.mark.django_db
-def test_failing_a_payment_races_safely_with_paying(make_product, celery_eager, django_capture_on_commit_callbacks):
-    mug = make_product(sku="MUG", stock=5)
-    order = place("MUG", 2, "o")
-    order_pay(order=order)
-    with django_capture_on_commit_callbacks(execute=True):
-        assert order_fail_payment(order=order) is False
-    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (3, 0)
