@@ -261,9 +261,7 @@ def stock_allocate(
         # does until a sell-out, one guarded UPDATE reserves them all; only a shortage needs the read.
         # Covered whole, each key's first demand is served and its namesakes are served earlier.
         [product_id] = skus
-        firsts = [
-            key is None or key not in once_per[:index] for index, key in enumerate(once_per or [None] * len(demands))
-        ]
+        firsts = _first_of_their_keys(once_per or [None] * len(demands))
         wanted = sum(w.quantity for demand, first in zip(demands, firsts, strict=True) if first for w in demand)
         if _stock_reserve_guarded_all(product_id, wanted):
             return [None if first else SERVED_EARLIER for first in firsts]
@@ -279,6 +277,15 @@ def stock_allocate(
                 shortages=[{"sku": skus[product_id], "requested": total, "available": stock.available}]
             )
     return outcomes
+
+
+def _first_of_their_keys(keys: list) -> list[bool]:
+    """Per key, whether no key before it is the same (None is never a repeat). One pass: a batch has 64."""
+    seen, firsts = set(), []
+    for key in keys:
+        firsts.append(key is None or key not in seen)
+        seen.add(key)
+    return firsts
 
 
 def _stock_shares(
