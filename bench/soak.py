@@ -547,18 +547,18 @@ def _stop_when_asked(pause) -> None:
     """The paused-holder fault: once the injector sets ``pause`` to 1, the first worker to reach a one-SKU
     reservation's guarded UPDATE (holding that SKU's lock, before writing) puts its pid there and
     SIGSTOPs itself; the injector resumes it after the lock's TTL."""
-    write = inventory.services._stock_reserve_guarded_all
+    write = inventory.sql.stock_reserve
 
-    def stop_then_write(product_id, quantity):
+    def stop_then_write(*, product_id, quantity):
         with pause.get_lock():
             chosen = pause.value == 1
             if chosen:
                 pause.value = os.getpid()
         if chosen:
             os.kill(os.getpid(), signal.SIGSTOP)
-        return write(product_id, quantity)
+        return write(product_id=product_id, quantity=quantity)
 
-    inventory.services._stock_reserve_guarded_all = stop_then_write
+    inventory.sql.stock_reserve = stop_then_write
 
 
 # --- Sweeps -----------------------------------------------------------------------------------

@@ -91,3 +91,7 @@ class LockUnavailable(DomainError):
 class LedgerInconsistent(DomainError):
     code = "ledger_inconsistent"
     default_detail = "The ledger sums break a stock invariant; this needs a person, not a rebuild."
+
+
+class StockInvariantBroken(RuntimeError):
+    """The counters disagree with the reservations: reconcile. Never expected; rolls back."""

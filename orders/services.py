@@ -9,6 +9,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 import msgspec
 from django.conf import settings
@@ -19,22 +20,19 @@ from django.db.models import Q, Sum
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from inventory.batching import Batch, Demand, stock_section_batched
 from inventory.errors import DomainError, InsufficientStock, InvalidInput, LockTimeout, LockUnavailable
 from inventory.models import Reservation
+from inventory.section import stock_section
 from inventory.services import (
-    SERVED_EARLIER,
-    Demand,
-    LineToReserve,
+    ReservationLine,
     StockLine,
     retry_on_deadlock,
-    stock_allocate,
     stock_commit,
     stock_lines_validate,
     stock_release,
     stock_reservations_create,
     stock_reserve,
-    stock_section,
-    stock_section_combined,
 )
 from orders.errors import (
     IdempotencyConflict,
@@ -55,7 +53,7 @@ from orders.selectors import (
 )
 from shop.basemodels import bulk_insert, from_row, select_in
 from shop.clock import db_now
-from shop.selectors import product_map_orderable
+from shop.selectors import OrderableProduct, product_map_for_sale, product_map_orderable, products_orderable
 
 logger = logging.getLogger(__name__)
 
@@ -124,16 +122,17 @@ class _PlaceRequest:
     lines: tuple[StockLine, ...]
 
 
-class _Placed(msgspec.Struct, frozen=True, array_like=True):
-    """What a batch tells a buyer of its order: only what the buyer cannot know from its own request.
+class _Placed(msgspec.Struct, array_like=True):
+    """What the holder tells a buyer of its order: only what the buyer cannot know from its own request.
 
-    ``replayed``: an order placed before with the same key, which the buyer loads as it is now.
+    ``replayed``: an order placed before with the same key, which the buyer loads as it is now. A new
+    order's ``id`` and ``created_at`` are filled in when its batch inserts it.
     """
 
-    id: int
     number: str
-    created_at: datetime
     expires_at: datetime
+    id: int = 0
+    created_at: datetime | None = None
     replayed: bool = False
 
 
@@ -141,7 +140,8 @@ def order_place(*, customer=None, email: str = "", items, idempotency_key: str) 
     """Create an order and reserve its stock, all or nothing. A replay of the same key returns the same order.
 
     Orders for one SKU queue with its lock and are placed in batches, one commit per batch
-    (``stock_section_combined``): that is what keeps a flash sale on one SKU fast.
+    (``inventory.batching``): that is what keeps a flash sale on one SKU fast. The rules of one
+    order are ``_order_place_one``.
     """
     lines = stock_lines_validate(lines=items)
     if not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key.strip()) <= 64:
@@ -159,13 +159,9 @@ def order_place(*, customer=None, email: str = "", items, idempotency_key: str) 
     for attempt in range(1, PLACE_ATTEMPTS + 1):
         try:
             # A deadlock victim (say, with a sweeper) was rolled back whole: nothing happened, try again.
-            outcome = retry_on_deadlock(
-                lambda: stock_section_combined(
-                    skus=[line.sku for line in lines],
-                    kind="place",
-                    request=request,
-                    result_type=_Placed,
-                    execute=_orders_place_batch,
+            placed = retry_on_deadlock(
+                lambda: stock_section_batched(
+                    skus=[line.sku for line in lines], batch_type=_OrderBatch, request=request
                 )
             )
             break
@@ -189,13 +185,13 @@ def order_place(*, customer=None, email: str = "", items, idempotency_key: str) 
             if not _is_duplicate_key(exc) or attempt == PLACE_ATTEMPTS:
                 raise
             logger.warning("order placement hit a duplicate key (a lost lock?); trying again: %s", exc)
-    if outcome.replayed:
-        return Order.all_objects.get(pk=outcome.id)
-    row = _order_row(request, number=outcome.number, expires_at=outcome.expires_at)
+    if placed.replayed:
+        return Order.all_objects.get(number=placed.number)
+    row = _order_row(request, number=placed.number, expires_at=placed.expires_at)
     return from_row(
         Order,
         row
-        | {"id": outcome.id, "created_at": outcome.created_at, "updated_at": outcome.created_at}
+        | {"id": placed.id, "created_at": placed.created_at, "updated_at": placed.created_at}
         | {"is_deleted": False, "deleted_at": None},
     )
 
@@ -204,69 +200,134 @@ def _is_duplicate_key(exc: Exception) -> bool:
     return isinstance(exc, IntegrityError) and exc.args[:1] == (DUPLICATE_KEY,)
 
 
-def _orders_place_batch(requests: list[_PlaceRequest]) -> list:
-    """Place every request the stock can serve, in queue order, inside the stock section: one commit for all.
+def _order_place_one(request: _PlaceRequest, batch: "_OrderBatch") -> _Placed:
+    """The rules of placing one order: what its buyer is told, or its refusal, raised.
 
-    Each request gets the answer it would get alone, in queue order. A key placed before the batch is
-    a replay; a key repeated in the batch (a double click) is a replay of its first placement there, or
-    tried anew if that was refused. A shortage first expires overdue orders holding these SKUs (a late
-    sweeper must not cost a sale), before any unit is reserved, so the queue order still decides who
-    gets the freed units; those expiries are kept even if an order is still refused.
+    A key used before, or earlier in this batch (a double click), replays that order, unless the
+    request differs. Every line must name a product for sale, and the stock must cover every line.
+    A new rule for an order goes here: raise its ``DomainError``; the batch runner undoes what this
+    order staged, and every order in the batch still gets the answer it would get alone.
     """
-    results: list = [None] * len(requests)
-    earlier = _orders_by_key(requests)
-    new = []
-    for index, request in enumerate(requests):
-        if (key := (request.scope, request.key_hash)) in earlier:
-            results[index] = _replay_result(earlier[key], request)
-        else:
-            new.append(index)
-    skus = sorted({line.sku for index in new for line in requests[index].lines})
-    try:
-        products = product_map_orderable(skus=skus) if skus else {}
-    except DomainError as refusal:
-        for index in new:
-            results[index] = refusal
-        new = []
+    earlier = batch.order_with_key(request)
+    if earlier is not None:
+        if earlier.fingerprint != request.fingerprint:
+            raise IdempotencyConflict(number=earlier.number)
+        return _Placed(earlier.number, earlier.expires_at, replayed=True)
+    products = products_orderable(batch.products, skus=[line.sku for line in request.lines])
+    batch.stock.take([Demand(products[line.sku].pk, line.sku, line.quantity) for line in request.lines])
+    return batch.order_add(request, products)
 
-    demands = [
-        [Demand(products[line.sku].pk, line.sku, line.quantity) for line in requests[index].lines] for index in new
-    ]
-    keys = [(requests[index].scope, requests[index].key_hash) for index in new]
-    outcomes = (
-        stock_allocate(demands=demands, free_more=lambda: _orders_expire_overdue_holding(skus=skus), once_per=keys)
-        if new
-        else []
-    )
-    placing = []
-    for index, outcome in zip(new, outcomes, strict=True):
-        if outcome is SERVED_EARLIER:
-            continue
-        if outcome:
-            results[index] = InsufficientStock(shortages=outcome)
-        else:
-            placing.append(index)
-    placed_with_key = {}
-    if placing:
-        for index, row in zip(placing, _orders_create(requests, placing, products), strict=True):
-            results[index] = _Placed(row["id"], row["number"], row["created_at"], row["expires_at"])
-            placed_with_key[(requests[index].scope, requests[index].key_hash)] = index
-    for index, outcome in zip(new, outcomes, strict=True):
-        if outcome is SERVED_EARLIER:  # the same key placed earlier in this batch (a double click)
-            first = placed_with_key[(requests[index].scope, requests[index].key_hash)]
-            if requests[first].fingerprint != requests[index].fingerprint:
-                results[index] = IdempotencyConflict(number=results[first].number)
-            else:
-                results[index] = msgspec.structs.replace(results[first], replayed=True)
-    return results
+
+class _KeyedOrder(NamedTuple):
+    """An order placed with an idempotency key: what a replay of the key needs of it."""
+
+    number: str
+    fingerprint: str
+    expires_at: datetime
+
+
+@dataclass
+class _NewOrder:
+    """An order staged by its step, inserted when the batch writes."""
+
+    request: _PlaceRequest
+    products: dict[str, OrderableProduct]
+    placed: _Placed
+    index: int  # its place among the batch's staged rows
+
+
+class _OrderBatch(Batch):
+    """Orders placed together by one lock holder: what their steps read, once, and their rows, written together."""
+
+    kind, request_type, result_type = "place", _PlaceRequest, _Placed
+
+    def __init__(self, requests: list[_PlaceRequest]):
+        super().__init__(requests)
+        self._placed_before = _orders_by_key(requests)
+        self._new_by_key: dict[tuple[str, str], _NewOrder] = {}
+        self._skus = sorted(
+            {line.sku for r in requests if (r.scope, r.key_hash) not in self._placed_before for line in r.lines}
+        )
+        self.products = product_map_for_sale(skus=self._skus)
+        self._expires_at = None
+
+    def product_ids(self) -> set[int]:
+        return {product.pk for product in self.products.values()}
+
+    def step(self, request: _PlaceRequest) -> _Placed:
+        return _order_place_one(request, self)
+
+    @property
+    def expires_at(self) -> datetime:
+        """When the batch's new orders expire: one deadline for all, on the database's clock."""
+        if self._expires_at is None:
+            self._expires_at = db_now() + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
+        return self._expires_at
+
+    def order_with_key(self, request: _PlaceRequest) -> _KeyedOrder | None:
+        """The order placed with this request's key before the batch, or staged earlier in it."""
+        key = (request.scope, request.key_hash)
+        if (order := self._placed_before.get(key)) is not None:
+            return _KeyedOrder(order.number, order.request_fingerprint, order.expires_at)
+        new = self._new_by_key.get(key)
+        # An order whose step was undone is no longer staged at its place.
+        if new is not None and new.index < len(self.staged) and self.staged[new.index] is new:
+            return _KeyedOrder(new.placed.number, new.request.fingerprint, new.placed.expires_at)
+        return None
+
+    def order_add(self, request: _PlaceRequest, products: dict[str, OrderableProduct]) -> _Placed:
+        """Stage a new order for the request; the result is filled in when the batch writes."""
+        new = _NewOrder(request, products, _Placed(new_order_number(), self.expires_at), index=len(self.staged))
+        self.stage(new)
+        self._new_by_key[(request.scope, request.key_hash)] = new
+        return new.placed
+
+    def write(self) -> bool:
+        """The stock (one guarded UPDATE per SKU), then orders, lines, reservations and ledger rows."""
+        if not self.staged:
+            return True
+        if not self.stock.reserve():
+            return False
+        orders = bulk_insert(
+            Order,
+            [_order_row(new.request, number=new.placed.number, expires_at=self.expires_at) for new in self.staged],
+        )
+        wanted = [
+            (order, new, line) for order, new in zip(orders, self.staged, strict=True) for line in new.request.lines
+        ]
+        lines = bulk_insert(
+            OrderLine,
+            [
+                {
+                    "order_id": order["id"],
+                    "product_id": new.products[line.sku].pk,
+                    "quantity": line.quantity,
+                    "unit_price": new.products[line.sku].price,
+                }
+                for order, new, line in wanted
+            ],
+        )
+        stock_reservations_create(
+            lines=[
+                ReservationLine(line.sku, row["id"], row["product_id"], row["quantity"])
+                for (_, _, line), row in zip(wanted, lines, strict=True)
+            ],
+            expires_at=self.expires_at,
+        )
+        for order, new in zip(orders, self.staged, strict=True):
+            new.placed.id, new.placed.created_at = order["id"], order["created_at"]
+        return True
+
+    def free_more(self) -> int:
+        return _orders_expire_overdue_holding(skus=self._skus)
 
 
 def _orders_by_key(requests: list[_PlaceRequest]) -> dict[tuple[str, str], Order]:
     """Orders already placed with these requests' idempotency keys.
 
-    The check is plain SQL: a lock holder runs it once per batch, and a batch of new orders finds
-    none, so building the query with the ORM was most of its cost (471 against 87 us of CPU). Only
-    replays, which are rare, are loaded with the ORM.
+    Plain SQL: a lock holder runs it once per batch, and a batch of new orders finds none, so
+    building the query with the ORM would be most of its cost. Only replays, which are rare, are
+    loaded with the ORM.
     """
     # Both columns, so the (scope, hash) unique index answers it rather than a scan of every order.
     ids = [
@@ -285,12 +346,6 @@ def _orders_by_key(requests: list[_PlaceRequest]) -> dict[tuple[str, str], Order
     }
 
 
-def _replay_result(order: Order, request: _PlaceRequest):
-    if order.request_fingerprint != request.fingerprint:
-        return IdempotencyConflict(number=order.number)
-    return _Placed(order.pk, order.number, order.created_at, order.expires_at, replayed=True)
-
-
 def _order_row(request: _PlaceRequest, *, number: str, expires_at: datetime) -> dict:
     """The order row a request makes: the holder inserts it, and the buyer rebuilds it from ``_Placed``."""
     return {
@@ -307,34 +362,6 @@ def _order_row(request: _PlaceRequest, *, number: str, expires_at: datetime) -> 
         "paid_at": None,
         "sweep_lease_until": None,
     }
-
-
-def _orders_create(requests, placing, products) -> list[dict]:
-    """Orders, lines, reservations and ledger rows for the served requests: four INSERTs in three round trips."""
-    expires_at = db_now() + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
-    orders = bulk_insert(
-        Order, [_order_row(requests[index], number=new_order_number(), expires_at=expires_at) for index in placing]
-    )
-    wanted = [(order, line) for order, index in zip(orders, placing, strict=True) for line in requests[index].lines]
-    lines = bulk_insert(
-        OrderLine,
-        [
-            {
-                "order_id": order["id"],
-                "product_id": products[line.sku].pk,
-                "quantity": line.quantity,
-                "unit_price": products[line.sku].price,
-            }
-            for order, line in wanted
-        ],
-    )
-    stock_reservations_create(
-        lines=[
-            LineToReserve(line["id"], line["order_id"], line["product_id"], line["quantity"], expires_at)
-            for line in lines
-        ],
-    )
-    return orders
 
 
 def _orders_expire_overdue_holding(*, skus) -> int:

@@ -17,23 +17,44 @@ class OrderableProduct(NamedTuple):
     price: Decimal
 
 
-def product_map_orderable(*, skus: Iterable[str]) -> dict[str, OrderableProduct]:
-    """Products by SKU, refusing unknown SKUs and products that are inactive or deleted.
+class ProductForSale(NamedTuple):
+    pk: int
+    price: Decimal
+    for_sale: bool  # active and not deleted
 
-    Plain SQL: a lock holder calls this once per batch of orders, and building the query with the ORM
-    cost four times the CPU of running it (341 against 74 us), time every queued buyer waits for.
+
+def product_map_orderable(*, skus: Iterable[str]) -> dict[str, OrderableProduct]:
+    """Products by SKU, refusing unknown SKUs and products that are inactive or deleted."""
+    return products_orderable(product_map_for_sale(skus=skus), skus=skus)
+
+
+def product_map_for_sale(*, skus: Iterable[str]) -> dict[str, ProductForSale]:
+    """The products these SKUs name, by SKU, and whether each is for sale; unknown SKUs are missing.
+
+    Plain SQL: a lock holder reads this once per batch of orders, and building the query with the
+    ORM costs more CPU than running it, time every queued buyer waits for.
     """
     skus = sorted(set(skus))
+    if not skus:
+        return {}
     price = Product._meta.get_field("price")
     rows = select_in(Product, "sku, id, price, is_active, is_deleted", sku=skus)
-    found = {sku: OrderableProduct(pk, price.to_python(value)) for sku, pk, value, _, _ in rows}
+    return {
+        sku: ProductForSale(pk, price.to_python(value), bool(is_active) and not is_deleted)
+        for sku, pk, value, is_active, is_deleted in rows
+    }
+
+
+def products_orderable(found: dict[str, ProductForSale], *, skus: Iterable[str]) -> dict[str, OrderableProduct]:
+    """The ``found`` products of ``skus``; ``UnknownProduct`` or ``ProductUnavailable`` if one cannot be ordered."""
+    skus = sorted(set(skus))
     unknown = [sku for sku in skus if sku not in found]
     if unknown:
         raise UnknownProduct(skus=unknown)
-    unavailable = [sku for sku, _, _, is_active, is_deleted in rows if not is_active or is_deleted]
+    unavailable = [sku for sku in skus if not found[sku].for_sale]
     if unavailable:
-        raise ProductUnavailable(skus=sorted(unavailable))
-    return found
+        raise ProductUnavailable(skus=unavailable)
+    return {sku: OrderableProduct(found[sku].pk, found[sku].price) for sku in skus}
 
 
 def product_get_for_stock(*, sku: str) -> Product:

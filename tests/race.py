@@ -12,6 +12,7 @@ from contextlib import contextmanager
 
 from django.db import connections
 
+from inventory import batching
 from inventory.locks import lock_list, sku_locks
 
 _ctx = multiprocessing.get_context("fork")
@@ -117,16 +118,17 @@ def answers_of(processes, out, count: int, *, timeout: float = 60) -> dict:
     return dict(out.get(timeout=5) for _ in range(count))
 
 
-def batch_sizes_recorded(monkeypatch, module, name: str, path) -> Callable[[], list[int]]:
-    """Patch ``module.name``, a function that executes a batch of requests, so that every call (here and
-    in processes forked after) appends its batch's size to ``path``; return a function reading them."""
-    execute = getattr(module, name)
+def batch_sizes_recorded(monkeypatch, kind: str, path) -> Callable[[], list[int]]:
+    """Patch the batch runner so that every batch of ``kind`` run (here and in processes forked after)
+    appends its size to ``path``; return a function reading them."""
+    run = batching.batch_run
     path.write_text("")
 
-    def recording(requests):
-        with open(path, "a") as sizes:
-            sizes.write(f"{len(requests)}\n")
-        return execute(requests)
+    def recording(batch_type, requests):
+        if batch_type.kind == kind:
+            with open(path, "a") as sizes:
+                sizes.write(f"{len(requests)}\n")
+        return run(batch_type, requests)
 
-    monkeypatch.setattr(module, name, recording)
+    monkeypatch.setattr(batching, "batch_run", recording)
     return lambda: [int(line) for line in path.read_text().splitlines()]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import inventory.services
+import inventory.sql
 from orders.models import Order
 from orders.services import order_place
 from tests.conftest import stock_of
@@ -28,15 +28,15 @@ ORDER = {"email": "buyer@example.com", "items": [{"sku": "MUG", "quantity": 1}],
 def _buy_and_freeze_before_writing(out):
     """Place ``ORDER``, stalling inside the section; put on ``out`` what its guarded writes returned and
     the order number it was told (or the error)."""
-    write, writes = inventory.services._stock_reserve_guarded_all, []
+    write, writes = inventory.sql.stock_reserve, []
 
-    def freeze_then_write(product_id, quantity):
+    def freeze_then_write(*, product_id, quantity):
         # The units are there as we set out to take one; we stall, holding the lock, until SIGCONT.
         os.kill(os.getpid(), signal.SIGSTOP)
-        writes.append(write(product_id, quantity))
+        writes.append(write(product_id=product_id, quantity=quantity))
         return writes[-1]
 
-    inventory.services._stock_reserve_guarded_all = freeze_then_write
+    inventory.sql.stock_reserve = freeze_then_write
     try:
         told = order_place(**ORDER).number
     except Exception as exc:  # no order: what it was told instead

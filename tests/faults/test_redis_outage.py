@@ -10,8 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.db import connections
 
-import inventory.services
-import orders.services
+from inventory import batching
 from inventory.errors import DomainError, InsufficientStock, LockTimeout, LockUnavailable
 from orders.models import Order
 from orders.services import order_place
@@ -52,26 +51,27 @@ def test_orders_get_a_503_while_redis_is_down_and_go_through_again_once_it_is_ba
     assert_books(mug)
 
 
-def _writes_watched(gate, stalled, windows):
-    """Pace every stock section's guarded write and note its window (start, end) in ``windows``.
+def _sections_watched(gate, stalled, windows):
+    """Pace every batch of orders and note its window (start, end) in ``windows``.
 
-    The window lies inside the section, after its reads, so two windows that overlap are two sections
-    at once. While ``gate`` is shut a write waits at it, inside its section, and adds its pid to ``stalled``.
+    A batch runs inside its stock section, so two windows that overlap are two sections at once. While
+    ``gate`` is shut a batch waits at it, inside its section and before its guarded write, and adds its
+    pid to ``stalled``.
     """
-    write = inventory.services._stock_reserve_guarded_all
+    run = batching.batch_run
 
-    def write_watched(product_id, quantity):
+    def run_watched(batch_type, requests):
         started = time.monotonic()
         if not gate.is_set():
             stalled.append(os.getpid())
             gate.wait(60)
         time.sleep(0.05)
         try:
-            return write(product_id, quantity)
+            return run(batch_type, requests)
         finally:
             windows.append((started, time.monotonic()))
 
-    inventory.services._stock_reserve_guarded_all = write_watched
+    batching.batch_run = run_watched
 
 
 def _buyer(deadline, gate, buying, stalled):
@@ -82,7 +82,7 @@ def _buyer(deadline, gate, buying, stalled):
     the windows of the sections this process held.
     """
     windows = []
-    _writes_watched(gate, stalled, windows)
+    _sections_watched(gate, stalled, windows)
     wait_for_peers()
     told, retries, key = {}, [], None
     while time.monotonic() < deadline:
@@ -104,7 +104,7 @@ def _buyer(deadline, gate, buying, stalled):
 def _newcomer(quantity, gate, stalled):
     """One order for ``quantity`` units under a key of its own; returns what ``_buyer`` does."""
     windows = []
-    _writes_watched(gate, stalled, windows)
+    _sections_watched(gate, stalled, windows)
     key, items = f"newcomer-{os.getpid()}", [{"sku": "MUG", "quantity": quantity}]
     try:
         order = order_place(email="b@example.com", items=items, idempotency_key=key)
@@ -183,15 +183,15 @@ def test_a_buyer_whose_request_was_taken_when_redis_died_is_told_the_outcome_is_
     """Redis crashes after a holder took a waiter's request and before it answered: the waiter cannot
     learn what happened, so it must not be told that nothing changed; the holder commits its order."""
     hot, serving = make_product(sku="HOT", stock=10), tmp_path / "serving"
-    place = orders.services._orders_place_batch
+    run = batching.batch_run
 
-    def serve_slowly(requests):
+    def serve_slowly(batch_type, requests):
         if len(requests) > 1:
             serving.touch()
             time.sleep(2)  # Redis dies meanwhile
-        return place(requests)
+        return run(batch_type, requests)
 
-    monkeypatch.setattr(orders.services, "_orders_place_batch", serve_slowly)  # inherited by the forked buyers
+    monkeypatch.setattr(batching, "batch_run", serve_slowly)  # inherited by the forked buyers
 
     buyers, out = queue_one_by_one(_buy_hot, [{"key": "holder"}, {"key": "waiter"}])
     wait_for(serving.exists, timeout=20, what="the holder to take the waiter's request")

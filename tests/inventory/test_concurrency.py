@@ -10,8 +10,7 @@ from django.core.cache import caches
 from django.db import connection, transaction
 from django.test import override_settings
 
-import inventory.services
-import orders.services
+import inventory.sql
 from inventory.errors import DomainError, InsufficientStock
 from inventory.locks import held_skus, lock_key, sku_locks
 from inventory.models import Stock
@@ -117,14 +116,14 @@ def test_the_lock_is_still_held_when_the_transaction_commits(make_product, monke
 
 def _reserve_with_a_stall(stall_seconds):
     """Take the lock with the stock there, then stall past the lock's TTL before the guarded UPDATE."""
-    write = inventory.services._stock_reserve_guarded_all
+    write = inventory.sql.stock_reserve
 
-    def slow_write(product_id, quantity):
+    def slow_write(*, product_id, quantity):
         wait_for_peers()  # the rival starts now, while we hold a lock that is about to expire
         time.sleep(stall_seconds)
-        return write(product_id, quantity)
+        return write(product_id=product_id, quantity=quantity)
 
-    inventory.services._stock_reserve_guarded_all = slow_write
+    inventory.sql.stock_reserve = slow_write
     records = []
     handler = logging.Handler()
     handler.emit = records.append
@@ -184,17 +183,17 @@ def _sell3_buy(quantity, pause):
 
 def _service_buy(key, quantity, pause, pauses):
     """The service, given the same pause at the same point: after its stock decision (the guarded
-    UPDATE of ``stock_allocate``), before its commit. Each pause is recorded as a line in ``pauses``."""
-    allocate = orders.services.stock_allocate
+    UPDATE), before its commit. Each pause is recorded as a line in ``pauses``."""
+    reserve = inventory.sql.stock_reserve
 
-    def allocate_then_pause(**kwargs):
-        outcomes = allocate(**kwargs)
+    def reserve_then_pause(**kwargs):
+        reserved = reserve(**kwargs)
         with open(pauses, "a") as out:
             out.write(f"{key}\n")
         time.sleep(pause)  # still inside the lock: rivals wait instead of reading stale rows
-        return outcomes
+        return reserved
 
-    orders.services.stock_allocate = allocate_then_pause
+    inventory.sql.stock_reserve = reserve_then_pause
     wait_for_peers()
     return _place([{"sku": "MUG", "quantity": quantity}], key)["outcome"] == "placed"
 

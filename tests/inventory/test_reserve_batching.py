@@ -6,7 +6,6 @@ from multiprocessing.pool import ThreadPool
 
 import pytest
 
-from inventory import services
 from inventory.errors import InsufficientStock
 from inventory.locks import lock_list
 from inventory.models import Reservation
@@ -123,7 +122,7 @@ def test_every_order_in_a_batch_is_reserved_or_refused_as_it_would_be_alone(
     hot = make_product(sku="HOT", stock=sum(quantities))
     alone_product = make_product(sku="ALONE", stock=sum(quantities))
     orders, alone_orders = (_orders_to_reserve(p, quantities, available=5) for p in (hot, alone_product))
-    batch_sizes = batch_sizes_recorded(monkeypatch, services, "_stock_reserve_batch", tmp_path / "batches")
+    batch_sizes = batch_sizes_recorded(monkeypatch, "reserve", tmp_path / "batches")
 
     processes, out = queue_one_by_one(_reserve_queued, [{"n": n, "order_id": o.pk} for n, o in enumerate(orders)])
     answers = answers_of(processes, out, len(orders))

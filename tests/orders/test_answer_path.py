@@ -12,6 +12,7 @@ from django.core.cache import caches
 from django.db import connections
 from django.utils import timezone
 
+from inventory import batching
 from inventory.errors import DomainError
 from inventory.locks import QueuedLock
 from orders import services
@@ -36,10 +37,10 @@ def _buy(key, quantity, out):
 def _slow_batches(seconds, started=None):
     """Patch order placement so a holder serving others spends ``seconds`` before its commit (and
     creates the file ``started`` when it begins to)."""
-    place = services._orders_place_batch
+    run = batching.batch_run
 
-    def slow(requests):
-        results = place(requests)
+    def slow(batch_type, requests):
+        results = run(batch_type, requests)
         if len(requests) > 1:
             if started:
                 started.touch()
@@ -53,7 +54,7 @@ def test_a_served_buyer_gets_its_order_from_a_holder_slower_than_the_socket_time
     hot = make_product(sku="HOT", stock=10)
     socket_timeout = settings.CACHES[settings.LOCK_CACHE_ALIAS]["OPTIONS"]["SOCKET_TIMEOUT"]
     assert socket_timeout < settings.LOCK_TTL_SECONDS  # the defaults this test is about
-    monkeypatch.setattr(services, "_orders_place_batch", _slow_batches(socket_timeout + 2))
+    monkeypatch.setattr(batching, "batch_run", _slow_batches(socket_timeout + 2))
 
     # The served buyer has queued for most of its wait when the holder takes its request, and the
     # holder then works longer than a socket timeout, well within its lock's TTL.
@@ -101,7 +102,7 @@ def test_a_served_buyer_whose_redis_connection_drops_while_it_waits_still_gets_i
 ):
     hot = make_product(sku="HOT", stock=10)
     serving = tmp_path / "serving"
-    monkeypatch.setattr(services, "_orders_place_batch", _slow_batches(3, started=serving))
+    monkeypatch.setattr(batching, "batch_run", _slow_batches(3, started=serving))
     redis_client = caches[settings.LOCK_CACHE_ALIAS].client.get_client(write=True)
 
     buyers, out = queue_one_by_one(_buy, [{"key": "holder", "quantity": 1}, {"key": "served", "quantity": 1}])

@@ -6,6 +6,7 @@ from multiprocessing.pool import ThreadPool
 
 import pytest
 
+from inventory import batching
 from inventory.errors import DomainError
 from inventory.locks import lock_list
 from orders import services
@@ -18,14 +19,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def _place_and_record_batches(key, quantity, batches_file):
     """Place one order, recording the size of every batch this process executes as the lock holder."""
-    execute = services._orders_place_batch
+    run = batching.batch_run
 
-    def recording(requests):
+    def recording(batch_type, requests):
         with open(batches_file, "a") as out:
             out.write(json.dumps(len(requests)) + "\n")
-        return execute(requests)
+        return run(batch_type, requests)
 
-    services._orders_place_batch = recording
+    batching.batch_run = recording
     try:
         order = services.order_place(
             email="b@example.com", items=[{"sku": "HOT", "quantity": quantity}], idempotency_key=key
@@ -117,7 +118,7 @@ def _told(answer: dict) -> dict:
 def test_every_buyer_in_a_batch_is_told_what_it_would_be_told_alone(make_product, monkeypatch, tmp_path, buyers, codes):
     """A batch served out of order, or stopping at its first refusal, tells some buyer something else."""
     hot, alone_product = make_product(sku="HOT", stock=5), make_product(sku="ALONE", stock=5)
-    batch_sizes = batch_sizes_recorded(monkeypatch, services, "_orders_place_batch", tmp_path / "batches")
+    batch_sizes = batch_sizes_recorded(monkeypatch, "place", tmp_path / "batches")
 
     jobs = [{"n": n, "key": key, "quantity": quantity} for n, (key, quantity) in enumerate(buyers)]
     processes, out = queue_one_by_one(_buy, jobs)
@@ -141,14 +142,14 @@ def test_every_buyer_in_a_batch_is_told_what_it_would_be_told_alone(make_product
 def test_when_the_holders_batch_fails_its_waiters_place_their_orders_on_their_own(make_product, tmp_path, monkeypatch):
     hot = make_product(sku="HOT", stock=10)
     jobs = [{"key": f"k{n}", "quantity": 1} for n in range(4)]
-    failing = services._orders_place_batch
+    run = batching.batch_run
 
-    def fail_once(requests):
+    def fail_once(batch_type, requests):
         if len(requests) > 1:
             raise RuntimeError("the holder's batch broke")
-        return failing(requests)
+        return run(batch_type, requests)
 
-    monkeypatch.setattr(services, "_orders_place_batch", fail_once)  # inherited by the forked buyers
+    monkeypatch.setattr(batching, "batch_run", fail_once)  # inherited by the forked buyers
 
     results, batch_sizes = _queue_behind_held_lock(jobs, tmp_path, processes=4)
 

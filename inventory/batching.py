@@ -1,0 +1,255 @@
+"""Group commit: the requests queued on a hot SKU, carried out by its lock holder in one transaction.
+
+A kind of request that may be batched is a ``Batch`` subclass. It says what a request and its
+result are, loads what its requests read (once per batch), and has a ``step``: the rules of ONE
+request, which stages its rows and takes its units of stock, and raises its ``DomainError`` like
+any service. ``batch_run`` calls the step for each request in queue order, undoes what a refused
+request staged, and has the batch ``write`` what was staged: one guarded UPDATE per SKU and the
+rows inserted together. ``stock_section_batched`` queues a request with the SKU's lock, and as
+holder serves the queued ones and answers each. Only this module knows about queues, savepoints
+and answers; a step sees one request and gets the answer it would get alone.
+"""
+
+import logging
+from collections import Counter
+from collections.abc import Iterable
+from typing import ClassVar, NamedTuple
+
+from django.db import transaction
+
+from inventory import locks, sql, wire
+from inventory.errors import DomainError, InsufficientStock, LockTimeout
+from inventory.section import stock_section
+
+logger = logging.getLogger(__name__)
+
+
+class Demand(NamedTuple):
+    """Units a request asks of one SKU."""
+
+    product_id: int
+    sku: str
+    quantity: int
+
+
+class StockPlan:
+    """The units a batch's requests take, by product, staged until the batch writes them.
+
+    With the free counts read under the lock, ``take`` refuses what they do not cover. Without them
+    (``available`` None) every take is assumed covered, and the guarded UPDATE at the write decides.
+    """
+
+    def __init__(self, available: dict[int, int] | None = None):
+        self.assumed = available is None
+        self._left = Counter(available or {})
+        self._taken: list[Demand] = []
+
+    def take(self, demands: list[Demand]) -> None:
+        """Take every demand, or none: ``InsufficientStock`` lists each one the stock does not cover."""
+        if not self.assumed:
+            short = [
+                {"sku": want.sku, "requested": want.quantity, "available": max(self._left[want.product_id], 0)}
+                for want in demands
+                if self._left[want.product_id] < want.quantity
+            ]
+            if short:
+                raise InsufficientStock(shortages=short)
+        for want in demands:
+            self._left[want.product_id] -= want.quantity
+        self._taken.extend(demands)
+
+    def totals(self) -> dict[int, int]:
+        """Units taken by product, in product order (the order locks and rows are taken in)."""
+        totals = Counter()
+        for want in self._taken:
+            totals[want.product_id] += want.quantity
+        return dict(sorted(totals.items()))
+
+    def reserve(self) -> bool:
+        """Reserve the units taken with one guarded UPDATE per product. False if an assumed take was
+        not covered (nothing was reserved); a refusal of counts read under the lock raises."""
+        for product_id, quantity in self.totals().items():
+            if not sql.stock_reserve(product_id=product_id, quantity=quantity):
+                return self.refused(product_id, quantity)
+        return True
+
+    def refused(self, product_id: int, quantity: int, available: int | None = None) -> bool:
+        """The guarded UPDATE refused ``quantity`` units of a product: False if the take was assumed
+        (the batch runs again with the counts read), else ``InsufficientStock``: a rival changed the row
+        since we read it, so our lock was lost, and the whole transaction rolls back."""
+        if self.assumed:
+            return False
+        if available is None:
+            available = sql.stock_available(product_ids=[product_id]).get(product_id, 0)
+        sku = next(want.sku for want in self._taken if want.product_id == product_id)
+        raise InsufficientStock(shortages=[{"sku": sku, "requested": quantity, "available": max(available, 0)}])
+
+    def _mark(self) -> int:
+        return len(self._taken)
+
+    def _undo(self, mark: int) -> None:
+        for want in self._taken[mark:]:
+            self._left[want.product_id] += want.quantity
+        del self._taken[mark:]
+
+
+class Batch:
+    """The requests of one kind that one lock holder carries out together, and what they share.
+
+    A subclass names its ``kind``, its ``request_type`` (a dataclass or msgspec Struct: queued
+    requests travel as typed JSON, ``inventory.wire``) and ``result_type``; its ``__init__`` reads
+    what its steps need, once; ``step(request)`` applies the rules of one request and stages its
+    rows (``stage``) and units (``stock.take``); ``write()`` stores what is staged and fills in the
+    staged results (ids, times). ``free_more()`` may free units when the stock falls short.
+    """
+
+    kind: ClassVar[str]
+    request_type: ClassVar[type]
+    result_type: ClassVar[type]
+
+    def __init__(self, requests: list):
+        self.stock = StockPlan()
+        self.staged: list = []
+
+    def product_ids(self) -> set[int]:
+        """The products whose stock the batch's requests may take."""
+        raise NotImplementedError
+
+    def step(self, request):
+        """The rules of one request: its result, or raise its ``DomainError``."""
+        raise NotImplementedError
+
+    def write(self) -> bool:
+        """Store what is staged. False if an assumed take was not covered: nothing was stored."""
+        raise NotImplementedError
+
+    def free_more(self) -> int:
+        """Free units for requests the stock does not cover (before any unit is reserved); how many freed."""
+        return 0
+
+    def stage(self, item) -> None:
+        """Keep ``item`` (rows to write) for ``write``; dropped if the request's step is refused."""
+        self.staged.append(item)
+
+
+def batch_run(batch_type: type[Batch], requests: list) -> list:
+    """Per request, in queue order, its result or its ``DomainError``: the answer it would get alone.
+
+    Runs inside the stock section of the requests' SKUs. A batch of one product assumes its stock
+    covers every request, as it does until a sell-out, so nothing is read before the guarded UPDATE;
+    if the UPDATE refuses, the steps run again on the counts read under the lock. A shortage then
+    asks the batch to ``free_more`` (expire overdue orders, say) before anything is reserved, and the
+    steps run once more, so the queue order still decides who gets the freed units.
+    """
+    batch = batch_type(requests)
+    product_ids = batch.product_ids()
+    if len(product_ids) == 1:
+        outcomes = _steps(batch, requests, StockPlan())
+        if batch.write():
+            return outcomes
+    outcomes = _steps(batch, requests, StockPlan(sql.stock_available(product_ids=product_ids)))
+    if any(isinstance(outcome, InsufficientStock) for outcome in outcomes) and batch.free_more():
+        outcomes = _steps(batch, requests, StockPlan(sql.stock_available(product_ids=product_ids)))
+    batch.write()
+    return outcomes
+
+
+def _steps(batch: Batch, requests: list, stock: StockPlan) -> list:
+    """Each request's step, in order; a refused request's staged rows and units are undone alone."""
+    batch.stock, batch.staged = stock, []
+    outcomes = []
+    for request in requests:
+        staged, taken = len(batch.staged), stock._mark()
+        try:
+            outcomes.append(batch.step(request))
+        except DomainError as refusal:
+            del batch.staged[staged:]
+            stock._undo(taken)
+            outcomes.append(refusal)
+    return outcomes
+
+
+# --- Queueing and answering ------------------------------------------------------------------------
+
+
+def stock_section_batched(*, skus: Iterable[str], batch_type: type[Batch], request):
+    """``request``'s result, carried out in the stock section of ``skus``; its refusal is raised.
+
+    For one SKU the request queues with the SKU's lock (``locks.sku_lock_serving``): whoever holds it
+    carries out every queued request of the same kind with its own in one transaction, then answers
+    each. A hot SKU thus pays one lock hold and one commit per batch rather than per buyer, and
+    buyers are still served in queue order. Several SKUs, or a section already held, run alone.
+    """
+    skus = sorted(set(skus))
+    outcome = wire.RunAlone()
+    if len(skus) == 1 and not locks.held_skus():
+        outcome = _served_or_serve(skus[0], batch_type=batch_type, request=request)
+    if isinstance(outcome, wire.RunAlone):
+        with stock_section(skus=skus):
+            [outcome] = batch_run(batch_type, [request])
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
+
+
+def _served_or_serve(sku: str, *, batch_type: type[Batch], request):
+    """Our outcome: answered by the holder we queued behind, or as holder of a batch (ours first)."""
+    with locks.sku_lock_serving(sku, kind=batch_type.kind, body=wire.encode(request)) as (lock, answer):
+        if lock is None:
+            return _served_outcome(sku, batch_type=batch_type, answer=answer)
+        return _serve(lock, sku=sku, batch_type=batch_type, request=request)
+
+
+def _served_outcome(sku: str, *, batch_type: type[Batch], answer: bytes | None):
+    """What the holder's answer says; an answer that never came, or does not fit, leaves the outcome unknown."""
+    outcome = wire.Unknown()
+    if answer is not None:
+        try:
+            outcome = wire.answer_decode(answer, batch_type.result_type)
+        except wire.Malformed as exc:
+            logger.error("refused a malformed answer to a %s request on %s: %s", batch_type.kind, sku, exc)
+    if isinstance(outcome, wire.Unknown):
+        return LockTimeout.outcome_unknown(skus=[sku])
+    return outcome
+
+
+_RUN_ALONE, _UNKNOWN = wire.answer_encode(wire.RunAlone()), wire.answer_encode(wire.Unknown())
+
+
+def _serve(lock, *, sku: str, batch_type: type[Batch], request):
+    """As holder: our request and those we took, in one transaction; every taken waiter is answered.
+
+    Whatever fails, each waiter gets its result, ``RunAlone`` (nothing was done for it) or, once the
+    commit may have happened, ``Unknown`` (look it up); a request that does not decode is refused.
+    Our own result stands once committed, whatever becomes of the answers.
+    """
+    kind = batch_type.kind
+    answers = dict.fromkeys((waiter for waiter, _ in lock.taken), _RUN_ALONE)
+    try:
+        requests, waiters = [request], []
+        for waiter, body in lock.taken:
+            try:
+                requests.append(wire.decode(body, batch_type.request_type))
+                waiters.append(waiter)
+            except wire.Malformed as exc:
+                logger.error("refused a malformed %s request queued on %s: %s", kind, sku, exc)
+        executed = False
+        try:
+            with transaction.atomic(durable=True):
+                outcomes = batch_run(batch_type, requests)
+                executed = True
+        except BaseException:
+            if executed:  # the commit itself failed: it may have happened
+                answers.update(dict.fromkeys(waiters, _UNKNOWN))
+            raise
+        answers.update(dict.fromkeys(waiters, _UNKNOWN))
+        for waiter, outcome in zip(waiters, outcomes[1:], strict=True):
+            try:
+                answers[waiter] = wire.answer_encode(outcome)
+            except Exception:
+                logger.exception("could not encode the answer to a %s request on %s; it learns nothing", kind, sku)
+        if len(requests) > 1:
+            logger.debug("served %d %s requests on %s in one commit", len(requests), kind, sku)
+        return outcomes[0]
+    finally:
+        lock.answer(answers)

@@ -1,0 +1,32 @@
+"""The stock section: every stock change runs inside it.
+
+It takes the Redis locks of the SKUs involved (sorted, with a bounded wait: ``inventory.locks``),
+then opens a *durable* transaction inside them, so the commit happens while the locks are held
+(the reverse, seed 000's ``sell3``, lets the next holder read rows before our commit). Inside it,
+counters change only through conditional UPDATEs guarded in SQL, under CHECK constraints: the lock
+is the fast path, the guard is what makes an expired or lost lock unable to oversell.
+"""
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+from django.db import transaction
+
+from inventory import locks
+
+
+@contextmanager
+def stock_section(*, skus: Iterable[str], lock_wait: float | None = None) -> Iterator[None]:
+    """Lock the SKUs, then open the transaction: the commit happens before the locks go.
+
+    ``durable=True`` refuses to run inside an outer transaction (``ATOMIC_REQUESTS``, a caller's
+    ``atomic``), whose commit would come after the release. A service called from inside another
+    service's section for the same SKUs joins it instead.
+    """
+    skus = set(skus)
+    held = locks.held_skus()
+    if held and skus <= held and transaction.get_connection().in_atomic_block:
+        yield
+        return
+    with locks.sku_locks(skus, wait=lock_wait), transaction.atomic(durable=True):
+        yield

@@ -1,0 +1,120 @@
+"""The stock hot path's plain-SQL statements, each by name.
+
+A lock holder runs these once per batch while every buyer queued on the SKU waits for it. Each
+function takes keyword parameters and returns its result by name; the statements of one function
+go to the database in one round trip (``statements_run``). Built with the ORM, they cost more CPU
+than the database spends running them (see docs/benchmarks.md). Everything off the hot path uses
+the ORM.
+"""
+
+from typing import NamedTuple
+
+from django.db import connection
+from django.utils import timezone
+
+from inventory.errors import StockInvariantBroken
+from inventory.models import Reservation, Stock, StockMovement
+from shop.basemodels import insert_returning, select_in, select_in_statement, statements_run
+
+
+def stock_reserve(*, product_id: int, quantity: int) -> bool:
+    """Reserve ``quantity`` more units of a product, only if that many are free: the database's guard."""
+    update, params = _reserve_statement(product_id=product_id, quantity=quantity)
+    with connection.cursor() as cursor:
+        cursor.execute(update, params)
+        return cursor.rowcount == 1
+
+
+def stock_available(*, product_ids) -> dict[int, int]:
+    """Units free (on hand minus reserved) by product; a product without a stock row is missing."""
+    if not product_ids:
+        return {}
+    rows = select_in(Stock, "product_id, on_hand - reserved", product_id=sorted(set(product_ids)))
+    return {product_id: available for product_id, available in rows}
+
+
+def reservations_insert(*, rows: list[dict]) -> list[dict]:
+    """Insert reservation rows (``Reservation`` attnames) and their ledger rows.
+
+    Returns the rows as stored: with ``id`` and timestamps (``from_row`` makes instances of them).
+    """
+    statements, rows = _reservations_statements(rows)
+    ids, recorded = statements_run(connection.alias, statements)
+    return _stored(rows, ids, recorded)
+
+
+class ReservedIfFree(NamedTuple):
+    rows: list[dict] | None  # the reservations as stored; None: too few units were free, nothing was written
+    available: int  # units that were free when refused (0 once reserved)
+
+
+def reservations_insert_if_free(*, rows: list[dict], product_id: int, quantity: int) -> ReservedIfFree:
+    """Insert reservation and ledger rows and reserve ``quantity`` units of one product, or none of it.
+
+    The rows go first and the guarded UPDATE last, after a savepoint, all in one round trip, so nothing
+    is read first. Refused, the savepoint is rolled back and the free count read in a second one.
+    """
+    savepoint = "reservations_insert_if_free"
+    inserts, rows = _reservations_statements(rows)
+    update = _reserve_statement(product_id=product_id, quantity=quantity)
+    _, ids, recorded, reserved = statements_run(connection.alias, [(f"SAVEPOINT {savepoint}", []), *inserts, update])
+    if reserved:
+        return ReservedIfFree(_stored(rows, ids, recorded), 0)
+    _, free = statements_run(
+        connection.alias,
+        [
+            (f"ROLLBACK TO SAVEPOINT {savepoint}", []),
+            select_in_statement(Stock, "on_hand - reserved", product_id=[product_id]),
+        ],
+    )
+    return ReservedIfFree(None, max(free[0][0], 0) if free else 0)
+
+
+def _reserve_statement(*, product_id: int, quantity: int) -> tuple[str, list]:
+    stock = _table_of(Stock)
+    sql = (
+        f"UPDATE {stock} SET reserved = reserved + %s, version = version + 1, updated_at = %s"
+        " WHERE product_id = %s AND on_hand >= reserved + %s"
+    )
+    return sql, [quantity, connection.ops.adapt_datetimefield_value(timezone.now()), product_id, quantity]
+
+
+def _reservations_statements(rows: list[dict]) -> tuple[list[tuple[str, list]], list[dict]]:
+    """The INSERT of the reservations and the INSERT of their ledger rows, and the rows with defaults.
+
+    The ledger's INSERT needs no ids: the database finds the new reservations by their common
+    creation time and order lines.
+    """
+    insert, params, rows = insert_returning(Reservation, rows)
+    line_ids = sorted({row["order_line_id"] for row in rows})
+    movements, reservations, stocks = _table_of(StockMovement), _table_of(Reservation), _table_of(Stock)
+    order_lines = _table_of(Reservation._meta.get_field("order_line").related_model)
+    record = (
+        f"INSERT INTO {movements} (stock_id, kind, on_hand_delta, reserved_delta, order_id, reservation_id, reason,"
+        " created_at, updated_at)"
+        f" SELECT s.id, %s, 0, r.quantity, l.order_id, r.id, '', r.created_at, r.updated_at FROM {reservations} r"
+        f" JOIN {order_lines} l ON l.id = r.order_line_id JOIN {stocks} s ON s.product_id = r.product_id"
+        f" WHERE {_first_new_id_bound()}r.created_at = %s AND r.order_line_id IN ({', '.join(['%s'] * len(line_ids))})"
+        " ORDER BY r.id"
+    )
+    created_at = Reservation._meta.get_field("created_at").get_db_prep_save(rows[0]["created_at"], connection)
+    return [(insert, params), (record, [StockMovement.Kind.RESERVE.value, created_at, *line_ids])], rows
+
+
+def _first_new_id_bound() -> str:
+    """On MySQL, a bound that has the ledger's INSERT look only at rows at least as new as ours.
+
+    Without it the database may look the rows up by order line, and a line reserved again and
+    again (released and reserved anew) would make every batch read more of them.
+    """
+    return "r.id >= LAST_INSERT_ID() AND " if connection.vendor == "mysql" else ""
+
+
+def _stored(rows: list[dict], ids: list[tuple], recorded: int) -> list[dict]:
+    if recorded != len(rows):  # another batch's rows with our time and lines: never expected; rolls back
+        raise StockInvariantBroken(f"{recorded} ledger rows for {len(rows)} new reservations")
+    return [row | {"id": pk} for row, (pk,) in zip(rows, ids, strict=True)]
+
+
+def _table_of(model) -> str:
+    return connection.ops.quote_name(model._meta.db_table)
