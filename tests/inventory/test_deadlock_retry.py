@@ -7,7 +7,7 @@ import pytest
 from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
-import orders.services
+import orders.services.sweeps
 from inventory.models import Stock
 from inventory.services import retry_on_deadlock
 from orders.models import Order
@@ -52,7 +52,7 @@ def test_the_expiry_sweep_retries_an_order_whose_release_was_a_deadlock_victim(m
     mug = make_product(sku="MUG", stock=3)
     order = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k1")
     Order.objects.filter(pk=order.pk).update(expires_at=timezone.now() - timedelta(hours=1))
-    real, calls = orders.services.order_expire, []
+    real, calls = orders.services.sweeps.order_expire, []
 
     def deadlocked_once(*, order):
         calls.append(order.number)
@@ -60,7 +60,7 @@ def test_the_expiry_sweep_retries_an_order_whose_release_was_a_deadlock_victim(m
             raise OperationalError(1213, "Deadlock found when trying to get lock; try restarting transaction")
         return real(order=order)
 
-    monkeypatch.setattr(orders.services, "order_expire", deadlocked_once)
+    monkeypatch.setattr(orders.services.sweeps, "order_expire", deadlocked_once)
     result = order_release_expired(batch_size=10)
     assert (result.done, result.skipped, calls) == (1, [], [order.number, order.number])
     assert Order.objects.get(pk=order.pk).status == Order.Status.EXPIRED

@@ -197,7 +197,7 @@ def paid_after_the_delete_check(order, monkeypatch):
             assert charging.wait(10)
         return checked
 
-    monkeypatch.setattr("orders.services.payment_gateway", SlowGateway)
+    monkeypatch.setattr("orders.services.paying.payment_gateway", SlowGateway)
     monkeypatch.setattr(OrderAdmin, "get_deleted_objects", check_then_pay)
     try:
         yield outcome

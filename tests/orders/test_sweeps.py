@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-import orders.services
+import orders.services.sweeps
 from inventory.errors import DomainError
 from inventory.models import Reservation
 from orders.models import Order, OrderLine, Payment
@@ -61,21 +61,21 @@ def test_one_bad_order_does_not_stop_the_batch_and_a_busy_one_is_retried_later(m
     mug, tee = make_product(sku="MUG", stock=10), make_product(sku="TEE", stock=10)
     bad, busy, good = place("MUG", 1, "bad"), place("TEE", 1, "busy"), place("MUG", 1, "good")
     make_overdue(bad, busy, good)
-    real_expire = orders.services.order_expire
+    real_expire = orders.services.sweeps.order_expire
 
     def expire_or_break(*, order):
         if order.pk == bad.pk:
             raise RuntimeError("corrupt row")
         return real_expire(order=order)
 
-    monkeypatch.setattr(orders.services, "order_expire", expire_or_break)
+    monkeypatch.setattr(orders.services.sweeps, "order_expire", expire_or_break)
     with holding(["TEE"]):  # a payment in flight holds TEE
         sweep = order_release_expired(batch_size=10)
 
     assert sweep.done == 1 and sorted(sweep.skipped) == sorted([bad.number, busy.number])
     assert Order.objects.get(pk=good.pk).status == "expired"
 
-    monkeypatch.setattr(orders.services, "order_expire", real_expire)
+    monkeypatch.setattr(orders.services.sweeps, "order_expire", real_expire)
     assert order_release_expired(batch_size=10).done == 0  # still leased: not retried at once
     Order.objects.update(sweep_lease_until=timezone.now() - timedelta(seconds=1))  # the lease lapses
     assert order_release_expired(batch_size=10).done == 2

@@ -1,0 +1,23 @@
+"""Order services: placing, paying, status changes and sweeps. Stock moves only through ``inventory``.
+
+Callers import from here; each module holds one part of an order's life.
+"""
+
+from orders.services.lifecycle import order_cancel, order_expire, order_fail_payment, order_reservations_settle
+from orders.services.paying import order_pay, payment_list_settle, payment_settle
+from orders.services.placing import order_place
+from orders.services.sweeps import SweepResult, order_release_expired, order_release_failed_payments
+
+__all__ = [
+    "SweepResult",
+    "order_cancel",
+    "order_expire",
+    "order_fail_payment",
+    "order_pay",
+    "order_place",
+    "order_release_expired",
+    "order_release_failed_payments",
+    "order_reservations_settle",
+    "payment_list_settle",
+    "payment_settle",
+]

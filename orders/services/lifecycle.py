@@ -1,0 +1,93 @@
+"""Order status changes after placement: expiry, failed payment, cancellation.
+
+Every status change is a conditional UPDATE on the current status (``_order_transition``), so a
+payment racing an expiry has exactly one winner, and the stock change rides in the same transaction.
+"""
+
+from django.db import transaction
+from django.db.models.functions import Now
+
+from inventory.models import Reservation
+from inventory.section import stock_section
+from inventory.services import (
+    stock_commit,
+    stock_release,
+)
+from orders.errors import (
+    OrderNotCancellable,
+    OrderNotFound,
+)
+from orders.models import Order
+
+Status = Order.Status
+
+
+def _order_transition(order: Order, *, from_statuses, to: str, **fields) -> bool:
+    """Move ``order`` to ``to`` only if it is still in one of ``from_statuses``; True if this call won."""
+    won = bool(Order.objects.filter(pk=order.pk, status__in=list(from_statuses)).update(status=to, **fields))
+    if won:
+        order.status = to
+        for name, value in fields.items():
+            setattr(order, name, value)
+    return won
+
+
+def _order_reload(order: Order) -> Order:
+    """The order as it is now (call under its stock section); a deleted order is gone for customers."""
+    current = Order.all_objects.filter(pk=order.pk).first()
+    if current is None or current.is_deleted:
+        raise OrderNotFound(number=order.number)
+    return current
+
+
+def order_expire(*, order: Order) -> bool:
+    """Expire an overdue unpaid order and release its stock. False if it was paid, cancelled or not yet due."""
+    with stock_section(skus=order.skus):
+        if not Order.objects.filter(pk=order.pk, status=Status.AWAITING_PAYMENT, expires_at__lte=Now()).update(
+            status=Status.EXPIRED
+        ):
+            return False
+        stock_release(order=order, reason=Reservation.ReleaseReason.EXPIRED)
+    order.status = Status.EXPIRED
+    return True
+
+
+def order_fail_payment(*, order: Order) -> bool:
+    """Mark an unpaid order's payment failed and enqueue the release of its stock at once.
+
+    No stock lock is needed: the status change is conditional, so it races a payment safely. The
+    release runs in a task after commit; the failed-payments sweep catches any that were missed.
+    Returns False if the order was no longer awaiting payment.
+    """
+    from orders.tasks import release_order_stock
+
+    with transaction.atomic():
+        if not _order_transition(order, from_statuses=[Status.AWAITING_PAYMENT], to=Status.PAYMENT_FAILED):
+            return False
+        # robust: the change has committed; a broker that is down is logged, and the sweep releases instead.
+        transaction.on_commit(lambda: release_order_stock.delay(order.pk), robust=True)
+    return True
+
+
+def order_cancel(*, order: Order) -> Order:
+    """Cancel an unpaid order and release its stock. Cancelling twice returns the same order."""
+    with stock_section(skus=order.skus):
+        order = _order_reload(order)
+        if order.status == Status.PAID:
+            raise OrderNotCancellable(number=order.number)
+        if _order_transition(
+            order,
+            from_statuses=[Status.AWAITING_PAYMENT, Status.EXPIRED, Status.PAYMENT_FAILED],
+            to=Status.CANCELLED,
+        ):
+            stock_release(order=order, reason=Reservation.ReleaseReason.CANCELLED)
+    return order
+
+
+def order_reservations_settle(*, order: Order) -> list[Reservation]:
+    """Bring a final order's leftover active reservations in line with its status (reconcile --fix)."""
+    if order.status == Status.PAID:
+        return stock_commit(order=order)
+    if order.status in (Status.CANCELLED, Status.EXPIRED, Status.PAYMENT_FAILED):
+        return stock_release(order=order, reason=order.status)
+    return []

@@ -1,0 +1,356 @@
+"""Placing an order: the rules of one order, and the batch that places queued orders together.
+
+``_order_place_one`` is the one place a rule about a single order goes: it sees one order and raises
+its refusal. ``_OrderBatch`` reads what a batch of queued orders needs once and writes their rows
+together; ``inventory.batching`` runs the step per order around it, in queue order.
+"""
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import NamedTuple
+
+import msgspec
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
+from django.db import IntegrityError
+
+from inventory.batching import Batch, Demand, stock_section_batched
+from inventory.errors import InsufficientStock, InvalidInput, LockTimeout, LockUnavailable
+from inventory.services import (
+    ReservationLine,
+    StockLine,
+    retry_on_deadlock,
+    stock_lines_validate,
+    stock_reservations_create,
+)
+from orders.errors import (
+    IdempotencyConflict,
+)
+from orders.models import Order, OrderLine, new_order_number
+from orders.selectors import (
+    order_list_overdue_holding,
+)
+from orders.services.lifecycle import order_expire
+from shop.basemodels import bulk_insert, from_row, select_in
+from shop.clock import db_now
+from shop.selectors import OrderableProduct, product_map_for_sale, products_orderable
+
+logger = logging.getLogger(__name__)
+
+
+# How many overdue orders a new order may expire while it holds the locks.
+OVERDUE_EXPIRY_LIMIT = 50
+
+
+# A batch can fail on another buyer's duplicate key after a lost lock; the buyer then tries on its own.
+PLACE_ATTEMPTS = 3
+
+
+DUPLICATE_KEY = 1062  # MySQL/MariaDB error number
+
+
+def _fingerprint(lines) -> str:
+    canonical = json.dumps(sorted((line.sku, line.quantity) for line in lines))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _idempotency_scope(*, customer, email) -> tuple[str, str]:
+    """Whose idempotency keys these are, and the normalised email. Guests need a valid email."""
+    if email in (None, "") and customer is not None:
+        return f"user:{customer.pk}", ""
+    if not isinstance(email, str):
+        raise InvalidInput(fields={"email": "Give an email address."})
+    email = email.strip().lower()
+    try:
+        validate_email(email)
+    except ValidationError:
+        raise InvalidInput(fields={"email": "Give a valid email address."}) from None
+    if len(email) > 254:
+        raise InvalidInput(fields={"email": "At most 254 characters."})
+    return (f"user:{customer.pk}" if customer is not None else f"email:{email}"), email
+
+
+def _key_hash(idempotency_key: str) -> str:
+    return hashlib.sha256(idempotency_key.encode()).hexdigest()
+
+
+def _order_replay(*, scope: str, idempotency_key: str, fingerprint: str) -> Order | None:
+    """The order an earlier request with this key placed, if any; a different request is a conflict."""
+    order = Order.all_objects.filter(idempotency_scope=scope, idempotency_key_hash=_key_hash(idempotency_key)).first()
+    if order is not None and order.request_fingerprint != fingerprint:
+        raise IdempotencyConflict(number=order.number)
+    return order
+
+
+@dataclass(frozen=True)
+class _PlaceRequest:
+    """An order to place, as it queues for a hot SKU's lock holder (``inventory.wire`` encodes it)."""
+
+    customer_id: int | None
+    email: str
+    scope: str
+    idempotency_key: str
+    key_hash: str  # hashed by the buyer, not by the lock holder serving a batch
+    fingerprint: str
+    lines: tuple[StockLine, ...]
+
+
+class _Placed(msgspec.Struct, array_like=True):
+    """What the holder tells a buyer of its order: only what the buyer cannot know from its own request.
+
+    ``replayed``: an order placed before with the same key, which the buyer loads as it is now. A new
+    order's ``id`` and ``created_at`` are filled in when its batch inserts it.
+    """
+
+    number: str
+    expires_at: datetime
+    id: int = 0
+    created_at: datetime | None = None
+    replayed: bool = False
+
+
+def order_place(*, customer=None, email: str = "", items, idempotency_key: str) -> Order:
+    """Create an order and reserve its stock, all or nothing. A replay of the same key returns the same order.
+
+    Orders for one SKU queue with its lock and are placed in batches, one commit per batch
+    (``inventory.batching``): that is what keeps a flash sale on one SKU fast. The rules of one
+    order are ``_order_place_one``.
+    """
+    lines = stock_lines_validate(lines=items)
+    if not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key.strip()) <= 64:
+        raise InvalidInput(fields={"idempotency_key": "Give a key of 1 to 64 characters."})
+    scope, email = _idempotency_scope(customer=customer, email=email)
+    request = _PlaceRequest(
+        customer_id=customer.pk if customer is not None else None,
+        email=email,
+        scope=scope,
+        idempotency_key=idempotency_key.strip(),
+        key_hash=_key_hash(idempotency_key.strip()),
+        fingerprint=_fingerprint(lines),
+        lines=tuple(lines),
+    )
+    for attempt in range(1, PLACE_ATTEMPTS + 1):
+        try:
+            # A deadlock victim (say, with a sweeper) was rolled back whole: nothing happened, try again.
+            placed = retry_on_deadlock(
+                lambda: stock_section_batched(
+                    skus=[line.sku for line in lines], batch_type=_OrderBatch, request=request
+                )
+            )
+            break
+        except (IntegrityError, LockTimeout, LockUnavailable, InsufficientStock) as exc:
+            # After a lost lock (Redis restarted, a holder stalled past its TTL) a stale holder may have
+            # placed this very key meanwhile: then the unique key refused our copy (IntegrityError), or
+            # its units are why we were refused. A holder that took our request and never answered
+            # leaves us a LockTimeout whose outcome is unknown. If the order was placed after all, this
+            # is a replay. A batch that failed on another buyer's key is tried again.
+            try:
+                if existing := _order_replay(
+                    scope=scope, idempotency_key=request.idempotency_key, fingerprint=request.fingerprint
+                ):
+                    return existing
+            except IdempotencyConflict:
+                # The key now names another order (a request after ours in the same batch, say): ours
+                # was not placed, and a shortage is the answer it had.
+                if isinstance(exc, InsufficientStock):
+                    raise exc from None
+                raise
+            if not _is_duplicate_key(exc) or attempt == PLACE_ATTEMPTS:
+                raise
+            logger.warning("order placement hit a duplicate key (a lost lock?); trying again: %s", exc)
+    if placed.replayed:
+        return Order.all_objects.get(number=placed.number)
+    row = _order_row(request, number=placed.number, expires_at=placed.expires_at)
+    return from_row(
+        Order,
+        row
+        | {"id": placed.id, "created_at": placed.created_at, "updated_at": placed.created_at}
+        | {"is_deleted": False, "deleted_at": None},
+    )
+
+
+def _is_duplicate_key(exc: Exception) -> bool:
+    return isinstance(exc, IntegrityError) and exc.args[:1] == (DUPLICATE_KEY,)
+
+
+def _order_place_one(request: _PlaceRequest, batch: "_OrderBatch") -> _Placed:
+    """The rules of placing one order: what its buyer is told, or its refusal, raised.
+
+    A key used before, or earlier in this batch (a double click), replays that order, unless the
+    request differs. Every line must name a product for sale, and the stock must cover every line.
+    A new rule for an order goes here: raise its ``DomainError``; the batch runner undoes what this
+    order staged, and every order in the batch still gets the answer it would get alone.
+    """
+    earlier = batch.order_with_key(request)
+    if earlier is not None:
+        if earlier.fingerprint != request.fingerprint:
+            raise IdempotencyConflict(number=earlier.number)
+        return _Placed(earlier.number, earlier.expires_at, replayed=True)
+    products = products_orderable(batch.products, skus=[line.sku for line in request.lines])
+    batch.stock.take([Demand(products[line.sku].pk, line.sku, line.quantity) for line in request.lines])
+    return batch.order_add(request, products)
+
+
+class _KeyedOrder(NamedTuple):
+    """An order placed with an idempotency key: what a replay of the key needs of it."""
+
+    number: str
+    fingerprint: str
+    expires_at: datetime
+
+
+@dataclass
+class _NewOrder:
+    """An order staged by its step, inserted when the batch writes."""
+
+    request: _PlaceRequest
+    products: dict[str, OrderableProduct]
+    placed: _Placed
+    index: int  # its place among the batch's staged rows
+
+
+class _OrderBatch(Batch):
+    """Orders placed together by one lock holder: what their steps read, once, and their rows, written together."""
+
+    kind, request_type, result_type = "place", _PlaceRequest, _Placed
+
+    def __init__(self, requests: list[_PlaceRequest]):
+        super().__init__(requests)
+        self._placed_before = _orders_by_key(requests)
+        self._new_by_key: dict[tuple[str, str], _NewOrder] = {}
+        self._skus = sorted(
+            {line.sku for r in requests if (r.scope, r.key_hash) not in self._placed_before for line in r.lines}
+        )
+        self.products = product_map_for_sale(skus=self._skus)
+        self._expires_at = None
+
+    def product_ids(self) -> set[int]:
+        return {product.pk for product in self.products.values()}
+
+    def step(self, request: _PlaceRequest) -> _Placed:
+        return _order_place_one(request, self)
+
+    @property
+    def expires_at(self) -> datetime:
+        """When the batch's new orders expire: one deadline for all, on the database's clock."""
+        if self._expires_at is None:
+            self._expires_at = db_now() + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
+        return self._expires_at
+
+    def order_with_key(self, request: _PlaceRequest) -> _KeyedOrder | None:
+        """The order placed with this request's key before the batch, or staged earlier in it."""
+        key = (request.scope, request.key_hash)
+        if (order := self._placed_before.get(key)) is not None:
+            return _KeyedOrder(order.number, order.request_fingerprint, order.expires_at)
+        new = self._new_by_key.get(key)
+        # An order whose step was undone is no longer staged at its place.
+        if new is not None and new.index < len(self.staged) and self.staged[new.index] is new:
+            return _KeyedOrder(new.placed.number, new.request.fingerprint, new.placed.expires_at)
+        return None
+
+    def order_add(self, request: _PlaceRequest, products: dict[str, OrderableProduct]) -> _Placed:
+        """Stage a new order for the request; the result is filled in when the batch writes."""
+        new = _NewOrder(request, products, _Placed(new_order_number(), self.expires_at), index=len(self.staged))
+        self.stage(new)
+        self._new_by_key[(request.scope, request.key_hash)] = new
+        return new.placed
+
+    def write(self) -> bool:
+        """The stock (one guarded UPDATE per SKU), then orders, lines, reservations and ledger rows."""
+        if not self.staged:
+            return True
+        if not self.stock.reserve():
+            return False
+        orders = bulk_insert(
+            Order,
+            [_order_row(new.request, number=new.placed.number, expires_at=self.expires_at) for new in self.staged],
+        )
+        wanted = [
+            (order, new, line) for order, new in zip(orders, self.staged, strict=True) for line in new.request.lines
+        ]
+        lines = bulk_insert(
+            OrderLine,
+            [
+                {
+                    "order_id": order["id"],
+                    "product_id": new.products[line.sku].pk,
+                    "quantity": line.quantity,
+                    "unit_price": new.products[line.sku].price,
+                }
+                for order, new, line in wanted
+            ],
+        )
+        stock_reservations_create(
+            lines=[
+                ReservationLine(line.sku, row["id"], row["product_id"], row["quantity"])
+                for (_, _, line), row in zip(wanted, lines, strict=True)
+            ],
+            expires_at=self.expires_at,
+        )
+        for order, new in zip(orders, self.staged, strict=True):
+            new.placed.id, new.placed.created_at = order["id"], order["created_at"]
+        return True
+
+    def free_more(self) -> int:
+        return _orders_expire_overdue_holding(skus=self._skus)
+
+
+def _orders_by_key(requests: list[_PlaceRequest]) -> dict[tuple[str, str], Order]:
+    """Orders already placed with these requests' idempotency keys.
+
+    Plain SQL: a lock holder runs it once per batch, and a batch of new orders finds none, so
+    building the query with the ORM would be most of its cost. Only replays, which are rare, are
+    loaded with the ORM.
+    """
+    # Both columns, so the (scope, hash) unique index answers it rather than a scan of every order.
+    ids = [
+        pk
+        for (pk,) in select_in(
+            Order,
+            "id",
+            idempotency_scope=sorted({r.scope for r in requests}),
+            idempotency_key_hash=sorted({r.key_hash for r in requests}),
+        )
+    ]
+    if not ids:
+        return {}
+    return {
+        (order.idempotency_scope, order.idempotency_key_hash): order for order in Order.all_objects.filter(pk__in=ids)
+    }
+
+
+def _order_row(request: _PlaceRequest, *, number: str, expires_at: datetime) -> dict:
+    """The order row a request makes: the holder inserts it, and the buyer rebuilds it from ``_Placed``."""
+    return {
+        "number": number,
+        "customer_id": request.customer_id,
+        "email": request.email,
+        "status": Order.Status.AWAITING_PAYMENT.value,
+        "expires_at": expires_at,
+        "idempotency_key": request.idempotency_key,
+        "idempotency_key_hash": request.key_hash,
+        "idempotency_scope": request.scope,
+        "request_fingerprint": request.fingerprint,
+        "payment_reference": "",
+        "paid_at": None,
+        "sweep_lease_until": None,
+    }
+
+
+def _orders_expire_overdue_holding(*, skus) -> int:
+    """Expire overdue orders that hold these SKUs, if we hold the locks of all their SKUs; return how many.
+
+    Orders that also hold other SKUs are left to the sweeper: taking more locks now could deadlock.
+    """
+    held = set(skus)
+    expired = 0
+    for order in order_list_overdue_holding(skus=skus).prefetch_related("lines__product")[:OVERDUE_EXPIRY_LIMIT]:
+        if {line.product.sku for line in order.lines.all()} <= held and order_expire(order=order):
+            expired += 1
+    if expired:
+        logger.info("expired %d overdue order(s) holding %s to serve a new order", expired, sorted(held))
+    return expired

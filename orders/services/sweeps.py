@@ -1,0 +1,116 @@
+"""Sweeps over many orders (expired, failed payments), a claimed batch at a time, for Celery beat and commands."""
+
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q, Sum
+
+from inventory.errors import LockTimeout
+from inventory.section import stock_section
+from inventory.services import (
+    retry_on_deadlock,
+)
+from orders.models import Order, OrderLine
+from orders.selectors import (
+    order_list_final_holding_stock,
+    order_list_overdue,
+)
+from orders.services.lifecycle import Status, order_expire, order_reservations_settle
+from shop.clock import db_now
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class SweepResult:
+    done: int = 0
+    units: int = 0
+    skipped: list[str] = field(default_factory=list)  # busy (a payment in flight) or failed: retried later
+
+
+def order_release_expired(*, batch_size: int, dry_run: bool = False, progress=None) -> SweepResult:
+    """Expire overdue unpaid orders and release their stock, a claimed batch at a time.
+
+    Several sweepers can run at once: each claims its batch with SELECT ... FOR UPDATE SKIP LOCKED.
+    ``progress`` is called with the number of orders handled per batch.
+    """
+    if dry_run:
+        overdue = order_list_overdue()
+        units = OrderLine.objects.filter(order__in=overdue).aggregate(units=Sum("quantity"))["units"]
+        return SweepResult(done=overdue.count(), units=units or 0)
+    return _orders_sweep(order_list_overdue(), action=order_expire, batch_size=batch_size, progress=progress)
+
+
+def order_release_failed_payments(*, batch_size: int, progress=None) -> SweepResult:
+    """Release the stock of payment-failed orders that still hold it (their release task never ran)."""
+    return _orders_sweep(
+        order_list_final_holding_stock().filter(status=Status.PAYMENT_FAILED),
+        action=lambda *, order: bool(order_reservations_settle(order=order)),
+        batch_size=batch_size,
+        progress=progress,
+    )
+
+
+def _orders_sweep(queryset, *, action, batch_size: int, progress) -> SweepResult:
+    """One pass over the orders in id order: a skipped order waits for the next run, even if its lease lapses."""
+    result = SweepResult()
+    last_id = 0
+    while batch := _orders_claim(queryset.filter(pk__gt=last_id), batch_size=batch_size):
+        last_id = batch[-1].pk
+        for order in batch:
+            units = sum(line.quantity for line in order.lines.all())
+            outcome = _order_sweep_one(order, action)
+            if outcome == "done":
+                result.done += 1
+                result.units += units
+            elif outcome == "skipped":
+                result.skipped.append(order.number)
+        if progress:
+            progress(len(batch))
+    return result
+
+
+def _order_sweep_one(order: Order, action) -> str:
+    """Run ``action`` on one order, waiting only briefly for its SKUs; one bad order never stops the batch.
+
+    Returns "done", "noop" (nothing to do: paid meanwhile, say) or "skipped" (retried once the lease lapses).
+    """
+
+    def run():
+        skus = [line.product.sku for line in order.lines.all()]
+        with stock_section(skus=skus, lock_wait=settings.SWEEP_LOCK_WAIT_SECONDS):
+            return action(order=order)
+
+    try:
+        return "done" if retry_on_deadlock(run) else "noop"
+    except LockTimeout:
+        logger.info("order %s skipped: its SKUs are busy (a payment in flight?); retried later", order.number)
+    except Exception:
+        logger.exception("order %s could not be swept; retried later", order.number)
+    return "skipped"
+
+
+def _orders_claim(queryset, *, batch_size: int) -> list[Order]:
+    """Lease a batch no other sweeper holds; a dead sweeper's lease lapses and its batch is taken over."""
+    now = db_now()
+
+    def claim() -> list[int]:
+        with transaction.atomic():
+            ids = list(
+                queryset.filter(Q(sweep_lease_until__isnull=True) | Q(sweep_lease_until__lt=now))
+                .order_by("pk")
+                .select_for_update(skip_locked=True)
+                .values_list("pk", flat=True)[:batch_size]
+            )
+            lease = now + timedelta(seconds=settings.SWEEP_LEASE_SECONDS)
+            # By primary key alone: the rows are locked and filtered already, and ``objects`` would add
+            # ``is_deleted = 0``, which MariaDB answers through that index, locking index then row: the
+            # opposite order to a status UPDATE, and a deadlock with a buyer expiring one of these.
+            Order.all_objects.filter(pk__in=ids).update(sweep_lease_until=lease)
+            return ids
+
+    ids = retry_on_deadlock(claim)
+    return list(Order.objects.filter(pk__in=ids).order_by("pk").prefetch_related("lines__product"))
