@@ -20,8 +20,8 @@ class OrderableProduct(NamedTuple):
 def product_map_orderable(*, skus: Iterable[str]) -> dict[str, OrderableProduct]:
     """Products by SKU, refusing unknown SKUs and products that are inactive or deleted.
 
-    Plain SQL: a lock holder calls this once per batch of orders, and building the query with the ORM
-    cost four times the CPU of running it (341 against 74 us), time every queued buyer waits for.
+    Plain SQL: a lock holder calls this once per batch of orders, every queued buyer waits for it, and
+    building the query with the ORM takes more CPU than running it (see the profile in docs/benchmarks.md).
     """
     skus = sorted(set(skus))
     price = Product._meta.get_field("price")
