@@ -16,7 +16,7 @@ logger = logging.getLogger(__name__)
 
 
 class _Handler(TCPFakeRequestHandler):
-    # With Nagle on, every pipelined reply waits for the client's delayed ACK (~40 ms).
+    # With Nagle on, every pipelined reply waits for the client's delayed ACK before it is sent.
     disable_nagle_algorithm = True
 
     def setup(self) -> None:

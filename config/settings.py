@@ -93,7 +93,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
         "init_command": "SET sql_mode='STRICT_TRANS_TABLES,NO_ZERO_DATE,NO_ZERO_IN_DATE,ERROR_FOR_DIVISION_BY_ZERO', "
         "time_zone='+00:00'",
         # READ COMMITTED: every statement sees the latest committed row, so the next lock holder
-        # never works from a snapshot older than the previous holder's commit (see README).
+        # never works from a snapshot older than the previous holder's commit (see docs/design.md).
         "isolation_level": "read committed",
     }
     DATABASES["default"]["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"}

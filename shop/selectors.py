@@ -31,8 +31,9 @@ def product_map_orderable(*, skus: Iterable[str]) -> dict[str, OrderableProduct]
 def product_map_for_sale(*, skus: Iterable[str]) -> dict[str, ProductForSale]:
     """The products these SKUs name, by SKU, and whether each is for sale; unknown SKUs are missing.
 
-    Plain SQL: a lock holder reads this once per batch of orders, and building the query with the
-    ORM costs more CPU than running it, time every queued buyer waits for.
+    Plain SQL: a lock holder reads this once per batch of orders, every queued buyer waits for it,
+    and building the query with the ORM takes more CPU than running it (see the profile in
+    docs/benchmarks.md).
     """
     skus = sorted(set(skus))
     if not skus:
