@@ -26,7 +26,7 @@ from django.db import IntegrityError, OperationalError, connection, transaction
 from django.db.models import F, Sum
 from django.utils import timezone
 
-from inventory import locks, wire
+from inventory import locks
 from inventory.errors import (
     BelowReserved,
     DuplicateLine,
@@ -37,6 +37,7 @@ from inventory.errors import (
     LockTimeout,
     StaleStock,
 )
+from inventory.locks import wire
 from inventory.models import Reservation, Stock, StockMovement
 from shop.basemodels import from_row, insert_returning, select_in, select_in_statement, statements_run
 from shop.selectors import product_get_for_stock
