@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Literal
 
 import hiredis
 import redis
@@ -149,11 +150,12 @@ class QueuedLock(Lock):
             if not request or not entry:
                 raise  # nothing of ours reached the queue: nothing changed
             # A holder may have taken our request before Redis failed us: find out, or say we can't.
-            if self._abandon_after_error(token, entry, ttl_ms, claim_ms):
-                self.served, self.served_result = True, self._await_answer(wake)
-            if self.served:
-                return False  # with its answer, or none: the outcome is unknown
-            raise
+            request_fate = self._abandon_after_error(token, entry, ttl_ms, claim_ms)
+            if request_fate == "untaken":
+                raise
+            # Served: with the holder's answer, or with none if the outcome is unknown.
+            self.served, self.served_result = True, self._await_answer(wake) if request_fate == "taken" else None
+            return False
         except BaseException:
             # Interrupted (a time limit, Ctrl-C): leave the queue and pass on a lock handed to us.
             if entry:
@@ -229,11 +231,13 @@ class QueuedLock(Lock):
                 raise result
         return [scripted, *results]
 
-    def _abandon_after_error(self, token: bytes, entry: bytes, ttl_ms: int, claim_ms: int) -> bool:
-        """After a Redis error while queued with a request: True if a holder took it (wait for its answer).
+    def _abandon_after_error(
+        self, token: bytes, entry: bytes, ttl_ms: int, claim_ms: int
+    ) -> Literal["taken", "untaken", "unknown"]:
+        """After a Redis error while queued with a request: leave the queue and say what became of the request.
 
-        False: we left the queue with our request untaken, so nothing changed (the error stands). If
-        Redis cannot say, the outcome is unknown: then ``served`` is set with no answer.
+        "taken": a holder took it, so its answer is coming. "untaken": we left the queue with it, so
+        nothing changed (the error stands). "unknown": Redis cannot say, so neither can we.
         """
         try:
             state = self.lua_abandon(
@@ -241,9 +245,8 @@ class QueuedLock(Lock):
             )
         except redis.RedisError as exc:
             logger.error("lock service failed while %s's request was queued; its outcome is unknown: %s", self.sku, exc)
-            self.served, self.served_result = True, None
-            return False
-        return state == 2
+            return "unknown"
+        return "taken" if state == 2 else "untaken"
 
     def _await_answer(self, wake: str) -> bytes | None:
         """The holder took our request: its answer comes after its commit, while its lease lasts (a TTL).

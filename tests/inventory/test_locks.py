@@ -6,6 +6,7 @@ import threading
 import time
 
 import pytest
+import redis
 from django.conf import settings
 from django.core.cache import caches
 from django.test import override_settings
@@ -348,3 +349,39 @@ def test_a_holder_handed_the_lock_serves_those_queued_behind_it_then_and_later_a
         # Served by the first holder, or left for the next batch: here, each holds the lock in turn.
         assert outcomes[name] == (b"done by first" if name.encode() in served_by_first else [])
     assert not client.exists(full_key("MUG"))
+
+
+@pytest.mark.parametrize("fate", ["untaken", "taken", "unknown"])
+def test_a_redis_error_while_queued_with_a_request_says_what_became_of_it(monkeypatch, caplog, fate):
+    """Untaken: the error stands (nothing changed). Taken: the holder's answer. Unknown: served, no answer."""
+    client = redis_client()
+
+    def queued_lock():
+        return client.lock(full_key("MUG"), timeout=10, lock_class=QueuedLock, thread_local=False)
+
+    holder = queued_lock()
+    assert holder.acquire(blocking=False)
+
+    def redis_fails(self, *args):
+        raise redis.ConnectionError("gone while queued")
+
+    monkeypatch.setattr(QueuedLock, "_acquire_quietly_and_wait", redis_fails)
+    buyer = queued_lock()
+    if fate == "taken":  # the holder took the request and answered just before Redis failed us
+        client.set(full_key("MUG") + ":served:buyer", 1, px=10_000)
+        client.rpush(full_key("MUG") + ":wake:buyer", b"Rthe answer")
+    if fate == "unknown":  # and Redis is still failing when we try to leave the queue
+        monkeypatch.setattr(buyer, "lua_abandon", lambda **kwargs: redis_fails(None))
+
+    with caplog.at_level(logging.ERROR, logger="inventory.locks"):
+        if fate == "untaken":
+            with pytest.raises(redis.ConnectionError):
+                buyer.acquire(blocking_timeout=5, token="buyer", kind=b"k", request=b"body")
+        else:
+            assert not buyer.acquire(blocking_timeout=5, token="buyer", kind=b"k", request=b"body")
+
+    assert buyer.served == (fate != "untaken")
+    assert buyer.served_result == (b"the answer" if fate == "taken" else None)
+    assert ("its outcome is unknown" in caplog.text) == (fate == "unknown")
+    assert holder.owned()
+    holder.release()
