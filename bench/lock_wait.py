@@ -23,7 +23,7 @@ from django.conf import settings  # noqa: E402
 from django.core.cache import caches  # noqa: E402
 from redis.lock import Lock  # noqa: E402
 
-from inventory.locks import QueuedLock  # noqa: E402
+from inventory.locks.queue import QueuedLock  # noqa: E402
 
 DESIGNS = {
     "poll 100 ms (redis-py default)": (Lock, 0.1),

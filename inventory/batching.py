@@ -17,8 +17,9 @@ from typing import ClassVar, NamedTuple
 
 from django.db import transaction
 
-from inventory import locks, sql, wire
+from inventory import locks, sql
 from inventory.errors import DomainError, InsufficientStock, LockTimeout
+from inventory.locks import wire
 from inventory.section import stock_section
 
 logger = logging.getLogger(__name__)
@@ -97,7 +98,7 @@ class Batch:
     """The requests of one kind that one lock holder carries out together, and what they share.
 
     A subclass names its ``kind``, its ``request_type`` (a dataclass or msgspec Struct: queued
-    requests travel as typed JSON, ``inventory.wire``) and ``result_type``; its ``__init__`` reads
+    requests travel as typed JSON, ``inventory.locks.wire``) and ``result_type``; its ``__init__`` reads
     what its steps need, once; ``step(request)`` applies the rules of one request and stages its
     rows (``stage``) and units (``stock.take``); ``write()`` stores what is staged and fills in the
     staged results (ids, times). ``free_more()`` may free units when the stock falls short.

@@ -88,7 +88,7 @@ def _order_replay(*, scope: str, idempotency_key: str, fingerprint: str) -> Orde
 
 @dataclass(frozen=True)
 class _PlaceRequest:
-    """An order to place, as it queues for a hot SKU's lock holder (``inventory.wire`` encodes it)."""
+    """An order to place, as it queues for a hot SKU's lock holder (``inventory.locks.wire`` encodes it)."""
 
     customer_id: int | None
     email: str

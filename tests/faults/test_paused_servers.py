@@ -54,7 +54,7 @@ from django.core.cache import caches
 from django.db import connection
 from django.db.models import Sum
 
-from inventory.locks import lock_key
+from inventory.locks.wire import lock_key
 from inventory.models import Reservation
 from orders.models import Order, OrderLine
 from tests.conftest import stock_of

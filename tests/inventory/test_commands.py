@@ -12,6 +12,7 @@ from django.db import connection
 from django.utils import timezone
 
 from inventory import locks
+from inventory.locks.wire import lock_key
 from inventory.models import Stock, StockMovement
 from inventory.oversell_demo import oversell_experiment_run
 from inventory.tasks import reconcile_stock
@@ -211,12 +212,12 @@ def test_reconcile_reports_a_deleted_final_order_holding_stock_and_fix_settles_i
 
 def _lock_keys():
     client = caches[settings.LOCK_CACHE_ALIAS].client
-    return list(client.get_client().scan_iter(match=client.make_key(locks.lock_key("*"))))
+    return list(client.get_client().scan_iter(match=client.make_key(lock_key("*"))))
 
 
 def test_reset_locks_clears_stale_keys_and_refuses_while_a_lock_is_held():
     redis = caches[settings.LOCK_CACHE_ALIAS].client.get_client()
-    stale_queue = caches[settings.LOCK_CACHE_ALIAS].client.make_key(locks.lock_key("MUG")) + ":queue"
+    stale_queue = caches[settings.LOCK_CACHE_ALIAS].client.make_key(lock_key("MUG")) + ":queue"
     redis.rpush(stale_queue, b"1:dead-waiter")
     assert "Cleared 1 lock key(s)" in run("reset_locks")
 

@@ -12,7 +12,8 @@ from django.test import override_settings
 
 import inventory.sql
 from inventory.errors import DomainError, InsufficientStock
-from inventory.locks import held_skus, lock_key, sku_locks
+from inventory.locks import held_skus, sku_locks
+from inventory.locks.wire import lock_key
 from inventory.models import Stock
 from orders.models import Order
 from orders.services import order_pay, order_place

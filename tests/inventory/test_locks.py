@@ -6,6 +6,7 @@ import threading
 import time
 
 import pytest
+import redis
 from django.conf import settings
 from django.core.cache import caches
 from django.test import override_settings
@@ -13,6 +14,9 @@ from django.test import override_settings
 from bench.redis_wire import redis_round_trips
 from inventory import locks
 from inventory.errors import LockTimeout, LockUnavailable
+from inventory.locks import queue as lock_queue
+from inventory.locks.queue import QueuedLock
+from inventory.locks.wire import lock_key
 from tests.race import run_parallel, run_process
 
 
@@ -21,7 +25,7 @@ def redis_client():
 
 
 def full_key(sku):
-    return caches[settings.LOCK_CACHE_ALIAS].make_key(locks.lock_key(sku))
+    return caches[settings.LOCK_CACHE_ALIAS].make_key(lock_key(sku))
 
 
 def test_locks_hold_a_key_per_sku_with_a_ttl_and_free_it_afterwards():
@@ -39,13 +43,13 @@ def test_locks_hold_a_key_per_sku_with_a_ttl_and_free_it_afterwards():
 
 def test_several_skus_are_taken_in_sorted_order(monkeypatch):
     taken = []
-    original = locks.QueuedLock.acquire
+    original = QueuedLock.acquire
 
     def recording_acquire(self, **kwargs):
         taken.append(self.name)
         return original(self, **kwargs)
 
-    monkeypatch.setattr(locks.QueuedLock, "acquire", recording_acquire)
+    monkeypatch.setattr(QueuedLock, "acquire", recording_acquire)
     with locks.sku_locks(["TEE", "CAP", "MUG", "CAP"]):
         pass
     assert taken == [full_key(s) for s in ("CAP", "MUG", "TEE")]
@@ -53,7 +57,7 @@ def test_several_skus_are_taken_in_sorted_order(monkeypatch):
 
 @override_settings(LOCK_WAIT_SECONDS=0.3)
 def test_a_busy_sku_times_out_with_lock_timeout_instead_of_hanging(caplog):
-    other = caches[settings.LOCK_CACHE_ALIAS].lock(locks.lock_key("MUG"), timeout=10)
+    other = caches[settings.LOCK_CACHE_ALIAS].lock(lock_key("MUG"), timeout=10)
     assert other.acquire(blocking=False)
     started = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="inventory.locks"):
@@ -75,7 +79,7 @@ def test_an_expired_lock_is_never_deleted_from_under_its_next_holder(caplog):
         with caplog.at_level(logging.ERROR, logger="inventory.locks"):
             with locks.sku_locks(["MUG"]):
                 time.sleep(0.35)  # stall past the TTL
-                successor = caches[settings.LOCK_CACHE_ALIAS].lock(locks.lock_key("MUG"), timeout=10)
+                successor = caches[settings.LOCK_CACHE_ALIAS].lock(lock_key("MUG"), timeout=10)
                 assert successor.acquire(blocking=False)
     assert "lock overrun" in caplog.text
     assert successor.owned(), "the stale holder's release must not delete the successor's lock"
@@ -185,7 +189,7 @@ def test_a_waiter_killed_in_the_queue_costs_the_next_buyer_one_short_claim_not_a
 
 def test_a_dead_waiter_at_the_head_of_the_queue_does_not_block_a_free_lock():
     ctx = multiprocessing.get_context("fork")
-    crashed = caches[settings.LOCK_CACHE_ALIAS].lock(locks.lock_key("MUG"), timeout=0.5)
+    crashed = caches[settings.LOCK_CACHE_ALIAS].lock(lock_key("MUG"), timeout=0.5)
     assert crashed.acquire(blocking=False)  # a holder that will crash: its lock simply expires
     child = ctx.Process(target=_wait_in_queue_then_die, args=("MUG",))
     child.start()
@@ -231,7 +235,7 @@ def test_several_skus_share_one_wait_budget():
     though it frees within a budget of taking the SKU before it."""
     cache = caches[settings.LOCK_CACHE_ALIAS]
     # Held by others: CAP frees at 0.6 s, MUG at 1.3 s (past the budget, within 1 s of CAP), TEE not now.
-    others = [cache.lock(locks.lock_key(sku), timeout=ttl) for sku, ttl in [("CAP", 0.6), ("MUG", 1.3), ("TEE", 10)]]
+    others = [cache.lock(lock_key(sku), timeout=ttl) for sku, ttl in [("CAP", 0.6), ("MUG", 1.3), ("TEE", 10)]]
     assert all(other.acquire(blocking=False) for other in others)
     with pytest.raises(LockTimeout) as error:
         with locks.sku_locks(["CAP", "MUG", "TEE"]):
@@ -241,7 +245,7 @@ def test_several_skus_share_one_wait_budget():
 
 
 def test_locks_taken_after_a_long_wait_all_get_a_fresh_ttl():
-    other = caches[settings.LOCK_CACHE_ALIAS].lock(locks.lock_key("TEE"), timeout=0.6)
+    other = caches[settings.LOCK_CACHE_ALIAS].lock(lock_key("TEE"), timeout=0.6)
     assert other.acquire(blocking=False)  # expires by itself after 0.6 s
     with override_settings(LOCK_TTL_SECONDS=2):
         with locks.sku_locks(["MUG", "TEE"]):  # MUG at once, then ~0.6 s queued for TEE
@@ -250,7 +254,7 @@ def test_locks_taken_after_a_long_wait_all_get_a_fresh_ttl():
 
 def test_wait_forever_is_accepted():
     client = caches[settings.LOCK_CACHE_ALIAS].client
-    lock = client.get_client().lock(client.make_key("free"), timeout=5, lock_class=locks.QueuedLock)
+    lock = client.get_client().lock(client.make_key("free"), timeout=5, lock_class=QueuedLock)
     assert lock.acquire(blocking_timeout=None)
     lock.release()
 
@@ -261,7 +265,7 @@ def test_lock_scripts_lost_from_redis_cost_a_poll_or_two_not_the_wait():
     shows only as a poll timeout; the next try, with replies, loads it again."""
     with locks.sku_locks(["MUG"]):
         pass  # this process has loaded the scripts...
-    assert locks.QueuedLock.acquire_script_loaded
+    assert QueuedLock.acquire_script_loaded
     redis_client().script_flush()  # ...and Redis loses them
     started = time.monotonic()
     with locks.sku_locks(["MUG"]):
@@ -278,12 +282,12 @@ def test_a_waiting_connection_that_redis_closed_is_replaced_before_the_next_wait
     """Buyers keep one connection for their waits; a restart or CLIENT KILL must not fail a purchase."""
     with locks.sku_locks(["MUG"]):
         pass
-    kept = locks._waiting.connection
+    kept = lock_queue._waiting.connection
     killed = redis_client().client_kill_filter(_type="normal", skipme=True)
     assert killed >= 1  # the kept connection among them
     with locks.sku_locks(["MUG"]):
         assert locks.held_skus() == {"MUG"}
-    assert locks._waiting.connection is kept  # the same connection object, reconnected
+    assert lock_queue._waiting.connection is kept  # the same connection object, reconnected
     assert not redis_client().exists(full_key("MUG"))
 
 
@@ -296,7 +300,7 @@ def test_a_holder_handed_the_lock_serves_those_queued_behind_it_then_and_later_a
 
     def queued_lock():
         # A long poll: nobody wakes before its hand-off or answer.
-        return client.lock(full_key("MUG"), timeout=10, sleep=5, lock_class=locks.QueuedLock, thread_local=False)
+        return client.lock(full_key("MUG"), timeout=10, sleep=5, lock_class=QueuedLock, thread_local=False)
 
     outcomes = {}
 
@@ -317,7 +321,7 @@ def test_a_holder_handed_the_lock_serves_those_queued_behind_it_then_and_later_a
         _wait_until(lambda: _queued_waiters("MUG") == before + 1)
         return thread
 
-    wake_up = locks.QueuedLock._acquire_and_wait
+    wake_up = QueuedLock._acquire_and_wait
     late = []
 
     def buyers_queue_before_the_new_holder_wakes(self, *args):
@@ -325,7 +329,7 @@ def test_a_holder_handed_the_lock_serves_those_queued_behind_it_then_and_later_a
             late.extend([queue("c"), queue("d")])
         return wake_up(self, *args)
 
-    monkeypatch.setattr(locks.QueuedLock, "_acquire_and_wait", buyers_queue_before_the_new_holder_wakes)
+    monkeypatch.setattr(QueuedLock, "_acquire_and_wait", buyers_queue_before_the_new_holder_wakes)
     holder = queued_lock()
     assert holder.acquire(blocking=False)
     first = threading.Thread(target=buy, args=("first", 63), name="first")
@@ -345,3 +349,39 @@ def test_a_holder_handed_the_lock_serves_those_queued_behind_it_then_and_later_a
         # Served by the first holder, or left for the next batch: here, each holds the lock in turn.
         assert outcomes[name] == (b"done by first" if name.encode() in served_by_first else [])
     assert not client.exists(full_key("MUG"))
+
+
+@pytest.mark.parametrize("fate", ["untaken", "taken", "unknown"])
+def test_a_redis_error_while_queued_with_a_request_says_what_became_of_it(monkeypatch, caplog, fate):
+    """Untaken: the error stands (nothing changed). Taken: the holder's answer. Unknown: served, no answer."""
+    client = redis_client()
+
+    def queued_lock():
+        return client.lock(full_key("MUG"), timeout=10, lock_class=QueuedLock, thread_local=False)
+
+    holder = queued_lock()
+    assert holder.acquire(blocking=False)
+
+    def redis_fails(self, *args):
+        raise redis.ConnectionError("gone while queued")
+
+    monkeypatch.setattr(QueuedLock, "_acquire_quietly_and_wait", redis_fails)
+    buyer = queued_lock()
+    if fate == "taken":  # the holder took the request and answered just before Redis failed us
+        client.set(full_key("MUG") + ":served:buyer", 1, px=10_000)
+        client.rpush(full_key("MUG") + ":wake:buyer", b"Rthe answer")
+    if fate == "unknown":  # and Redis is still failing when we try to leave the queue
+        monkeypatch.setattr(buyer, "lua_abandon", lambda **kwargs: redis_fails(None))
+
+    with caplog.at_level(logging.ERROR, logger="inventory.locks"):
+        if fate == "untaken":
+            with pytest.raises(redis.ConnectionError):
+                buyer.acquire(blocking_timeout=5, token="buyer", kind=b"k", request=b"body")
+        else:
+            assert not buyer.acquire(blocking_timeout=5, token="buyer", kind=b"k", request=b"body")
+
+    assert buyer.served == (fate != "untaken")
+    assert buyer.served_result == (b"the answer" if fate == "taken" else None)
+    assert ("its outcome is unknown" in caplog.text) == (fate == "unknown")
+    assert holder.owned()
+    holder.release()

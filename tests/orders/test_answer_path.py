@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from inventory import batching
 from inventory.errors import DomainError
-from inventory.locks import QueuedLock
+from inventory.locks.queue import QueuedLock
 from orders import services
 from orders.models import Order
 from tests.conftest import assert_books_balance, assert_told_their_orders, stock_of

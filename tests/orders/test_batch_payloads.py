@@ -14,7 +14,8 @@ from django.conf import settings
 from django.core.cache import caches
 
 from inventory.errors import DomainError
-from inventory.locks import QueuedLock, lock_key
+from inventory.locks.queue import QueuedLock
+from inventory.locks.wire import lock_key
 from orders import services
 from tests.conftest import assert_books_balance, assert_told_their_orders, stock_of
 from tests.race import answers_of, queue_one_by_one

@@ -1,0 +1,203 @@
+"""Stock locks: the one place that takes them. Nothing else talks to Redis for locking.
+
+A lock per SKU on redis-py's ``Lock`` over the django-redis connection of the ``locks`` cache alias
+(``LOCK_CACHE_ALIAS``): ``SET NX PX`` with a random owner token, released by a Lua compare-and-delete,
+so a holder can never delete another holder's lock. Waiters queue first come first served
+(``queue.QueuedLock``) instead of polling. Several SKUs are taken in sorted order so two orders over
+the same SKUs cannot deadlock. The TTL frees the SKU if the holder dies; the bounded wait raises
+``LockTimeout`` instead of hanging, and an unreachable Redis raises ``LockUnavailable``, never runs
+unlocked.
+
+The lock is only the fast path. If it expires mid-section (a stall past the TTL) the database still
+guards: every change is a conditional UPDATE under CHECK constraints.
+
+``sku_lock_serving`` is group commit for a hot SKU: a waiter leaves its request with its place in the
+queue, and the holder may carry it out in its own transaction and answer it.
+
+The package:
+
+    __init__     the API: ``sku_locks``, ``sku_lock_serving``, ``held_skus``, and the operators' tools
+    queue        ``QueuedLock``, the redis-py ``Lock`` with the queue, and its waiting connection
+    wire         what is kept in Redis: key names, wake-up messages, requests and answers (typed JSON)
+    operators    ``lock_list`` and ``lock_clear_all``, for ``manage.py reset_locks``
+    scripts/     the Lua scripts ``QueuedLock`` runs, each after ``prelude.lua``
+"""
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+import redis
+from django.conf import settings
+from django.core.cache import caches
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+from redis.exceptions import LockNotOwnedError
+from redis.lock import Lock
+
+from inventory.errors import LockTimeout, LockUnavailable
+from inventory.locks.operators import lock_clear_all, lock_list
+from inventory.locks.queue import QueuedLock
+from inventory.locks.wire import lock_key
+
+__all__ = ["held_skus", "lock_clear_all", "lock_list", "sku_lock_serving", "sku_locks"]
+
+logger = logging.getLogger(__name__)
+
+_held = threading.local()
+
+
+def held_skus() -> frozenset[str]:
+    """SKUs whose locks this thread holds right now (a forked child holds none of its parent's)."""
+    if getattr(_held, "pid", None) != os.getpid():
+        return frozenset()
+    return frozenset(_held.skus)
+
+
+@contextmanager
+def sku_locks(skus: Iterable[str], *, wait: float | None = None) -> Iterator[None]:
+    """Hold the locks of ``skus`` for the duration of the block; ``wait`` overrides LOCK_WAIT_SECONDS.
+
+    Not re-entrant: a thread that holds locks and asks for more would break the sorted order, so
+    it is refused. ``inventory.services.stock_section`` lets nested services reuse the outer locks.
+    """
+    _refuse_nested()
+    wanted = sorted(set(skus))
+    acquired: list[tuple[str, Lock]] = []
+    _held.skus, _held.pid = set(), os.getpid()
+    started = time.monotonic()
+    deadline = started + (settings.LOCK_WAIT_SECONDS if wait is None else wait)  # one budget for the set
+    try:
+        for sku in wanted:
+            lock, got = _acquire(sku, wait=max(deadline - time.monotonic(), 0))
+            waited = time.monotonic() - started
+            if not got:
+                logger.warning("lock_timeout: gave up on %s after %.3fs, holding %s", sku, waited, sorted(_held.skus))
+                raise LockTimeout(skus=[sku], waited_seconds=round(waited, 3))
+            acquired.append((sku, lock))
+            _held.skus.add(sku)
+        waited = time.monotonic() - started
+        if waited >= settings.LOCK_WAIT_LOG_SECONDS:
+            logger.info("lock wait: %s took %.3fs to acquire", ",".join(wanted), waited)
+        if len(acquired) > 1 and waited > settings.LOCK_TTL_SECONDS / 10:
+            _renew(acquired)  # the first locks aged while we queued for the others
+        yield
+    finally:
+        _held.skus = set()
+        for sku, lock in reversed(acquired):
+            _release(sku, lock)
+
+
+@contextmanager
+def sku_lock_serving(sku: str, *, kind: str, body: bytes, wait: float | None = None):
+    """Hold one SKU's lock, or have its holder serve our request: group commit for a hot SKU.
+
+    A waiter leaves ``body`` with its place in the queue. The holder gets the lock with the queued
+    requests of its ``kind`` in ``lock.taken`` (up to STOCK_BATCH_MAX - 1; ``QueuedLock.acquire`` says
+    where a batch is cut), carries them out in its own transaction and ``answer``s each after the
+    commit, so one lock hold and one commit serve a whole queue of buyers. Yields ``(lock, None)``
+    to the holder and ``(None, answer)`` to a served waiter, which holds nothing; ``answer`` is None
+    if the outcome is unknown: the holder took the request and never answered (it died, or stalled
+    past its TTL), or Redis failed while the request may have been taken.
+    """
+    _refuse_nested()
+    started = time.monotonic()
+    wait = settings.LOCK_WAIT_SECONDS if wait is None else wait
+    lock, got = _acquire(sku, wait=wait, kind=kind.encode(), request=body)
+    waited = time.monotonic() - started
+    if waited >= settings.LOCK_WAIT_LOG_SECONDS:
+        logger.info("lock wait: %s took %.3fs to %s", sku, waited, "be served" if lock.served else "acquire")
+    if lock.served:
+        yield None, lock.served_result
+        return
+    if not got:
+        logger.warning("lock_timeout: gave up on %s after %.3fs", sku, waited)
+        raise LockTimeout(skus=[sku], waited_seconds=round(waited, 3))
+    _held.skus, _held.pid = {sku}, os.getpid()
+    try:
+        yield lock, None
+    finally:
+        _held.skus = set()
+        _release(sku, lock)
+
+
+def _refuse_nested() -> None:
+    if held_skus():
+        raise RuntimeError(f"Already holding {sorted(held_skus())}: lock every SKU at once, in one call")
+
+
+_clients = threading.local()
+_clients_generation = 0  # bumped when the cache settings change (tests): every thread looks again
+
+
+@receiver(setting_changed)
+def _forget_lock_clients(*, setting, **kwargs):
+    global _clients_generation
+    if setting in {"CACHES", "LOCK_CACHE_ALIAS"}:
+        _clients_generation += 1
+
+
+def _lock_client():
+    """This thread's Redis client for locks and the cache's key function, looked up once.
+
+    ``caches[...]`` is a context-local lookup; a hot-SKU buyer would pay it on every purchase.
+    """
+    if getattr(_clients, "generation", None) != _clients_generation:
+        client = caches[settings.LOCK_CACHE_ALIAS].client
+        _clients.redis, _clients.make_key = client.get_client(write=True), client.make_key
+        _clients.generation = _clients_generation
+    return _clients.redis, _clients.make_key
+
+
+def _acquire(sku: str, *, wait: float, kind: bytes = b"", request: bytes = b"") -> tuple[QueuedLock, bool]:
+    """One SKU's lock and whether we got it; an unreachable Redis is ``lock_unavailable``."""
+    try:
+        redis_client, make_key = _lock_client()
+        lock = redis_client.lock(
+            make_key(lock_key(sku)),
+            timeout=settings.LOCK_TTL_SECONDS,
+            sleep=settings.LOCK_POLL_SECONDS,
+            lock_class=QueuedLock,
+            thread_local=False,  # one object per acquisition, used by the thread that made it
+        )
+        lock.sku = sku
+        serve, serve_at_least = (settings.STOCK_BATCH_MAX - 1, settings.STOCK_BATCH_MIN - 1) if kind else (0, 0)
+        return lock, lock.acquire(
+            blocking_timeout=wait, kind=kind, request=request, serve=serve, serve_at_least=serve_at_least
+        )
+    except redis.RedisError as exc:
+        QueuedLock.acquire_script_loaded = False  # a restarted Redis has lost it
+        logger.error("lock service unreachable while locking %s: %s", sku, exc)
+        raise LockUnavailable(skus=[sku]) from exc
+
+
+def _renew(acquired: list[tuple[str, Lock]]) -> None:
+    """Give every held lock a full TTL again; if one already lapsed, give up rather than run unlocked."""
+    for sku, lock in acquired:
+        try:
+            lock.extend(settings.LOCK_TTL_SECONDS, replace_ttl=True)
+        except LockNotOwnedError as exc:
+            logger.warning("lock_timeout: the lock on %s lapsed while waiting for the others", sku)
+            raise LockTimeout(skus=[sku]) from exc
+
+
+def _release(sku: str, lock: Lock) -> None:
+    try:
+        lock.release()
+    except LockNotOwnedError:
+        # The TTL ran out before we finished: another process may have held the SKU at the same
+        # time. The SQL guard decided the outcome, but the TTL is too short for this workload.
+        logger.error(
+            "lock overrun: the lock on %s expired before its holder released it (TTL %.1fs); "
+            "the database guard decided the outcome",
+            sku,
+            settings.LOCK_TTL_SECONDS,
+        )
+    except redis.RedisError as exc:
+        # The TTL will free the key; the transaction has already committed or rolled back.
+        logger.error(
+            "could not release the lock on %s: %s; it expires within %.1fs", sku, exc, settings.LOCK_TTL_SECONDS
+        )

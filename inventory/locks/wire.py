@@ -1,0 +1,154 @@
+"""What the stock locks keep in Redis and send through it: key names, wake-up messages, requests, answers.
+
+Keys. A SKU's lock is ``lock_key(sku)`` under the ``locks`` cache's key prefix; the Lua scripts in
+``scripts/`` name every other key of a lock ``<lock>`` after it (so one Redis, not a Cluster):
+
+    <lock>                  the holder's token; its TTL is the lease, or the claim of a hand-off
+    <lock>:queue            the waiters, first come first served, as entries ``<deadline ms>:<token>``
+    <lock>:entry:<token>    the entry a waiter queued with
+    <lock>:req:<token>      the request a waiter left with its place in the queue: ``<kind><body>``
+    <lock>:served:<token>   present once a holder took that waiter's request to serve it
+    <lock>:wake:<token>     the waiter's wake-up list, which it blocks on (BLPOP)
+
+Wake-up messages. Pushed to a waiter's wake-up list; the first byte says what happened:
+
+    L<fields>               ``LOCKED``: we hold the lock (the acquire script wakes us itself). The
+                            fields are our entry, then waiter, request, ... for each request we took
+                            to serve, each packed as ``<length>:<bytes>`` (binary safe).
+    H<queued>:<entry>       ``HANDED_OVER``: a release handed us the lock on a claim; ``<queued>``
+                            waiters were queued behind us then (our batch is cut there).
+    R<answer>               ``ANSWERED``: a holder served our request, and this is its answer.
+
+Requests and answers. A queued buyer leaves its request in Redis and the lock holder leaves its answer
+there. Both are JSON decoded against an explicit type (msgspec), so whatever anyone writes into Redis
+is only ever data: a value that does not fit its type is refused (``Malformed``), never run, as an
+unpickled one would be.
+"""
+
+from typing import Any
+
+import msgspec
+
+from inventory.errors import DomainError
+
+# --- Keys ------------------------------------------------------------------------------------------
+
+
+def lock_key(sku: str) -> str:
+    """The key of a SKU's lock (before the cache's key prefix)."""
+    return f"stock-lock:{sku}"
+
+
+def queue_key(lock: str) -> str:
+    return f"{lock}:queue"
+
+
+def request_key(lock: str, token: bytes) -> str:
+    return f"{lock}:req:{token.decode()}"
+
+
+def wake_key(lock: str, token: bytes) -> str:
+    return f"{lock}:wake:{token.decode()}"
+
+
+# --- Wake-up messages ------------------------------------------------------------------------------
+
+LOCKED, HANDED_OVER, ANSWERED = b"L", b"H", b"R"  # the kinds of wake-up message: ``message[:1]``
+
+
+def locked_decode(message: bytes) -> list[bytes]:
+    """A ``LOCKED`` message's fields: our entry, then waiter, request, ... for the requests we took."""
+    fields, at = [], 1
+    while at < len(message):
+        colon = message.index(b":", at)
+        end = colon + 1 + int(message[at:colon])
+        fields.append(message[colon + 1 : end])
+        at = end
+    return fields
+
+
+def handed_over_decode(message: bytes) -> tuple[int, bytes]:
+    """A ``HANDED_OVER`` message's count of waiters queued behind us at the hand-off, and our entry."""
+    queued, entry = message[1:].split(b":", 1)
+    return int(queued), entry
+
+
+def answered_decode(message: bytes) -> bytes:
+    """An ``ANSWERED`` message's answer (``answer_decode`` reads it)."""
+    return message[1:]
+
+
+# --- Requests and answers --------------------------------------------------------------------------
+
+
+class Malformed(ValueError):
+    """A request or answer that does not fit its type. The caller refuses it and logs it."""
+
+
+class RunAlone(msgspec.Struct, tag="run_alone"):
+    """The holder's batch failed before its commit: nothing was done for the request; carry it out alone."""
+
+
+class Unknown(msgspec.Struct, tag="unknown"):
+    """The holder committed, or may have, and cannot say what came of the request: look it up."""
+
+
+class _Result(msgspec.Struct, tag="result"):
+    value: msgspec.Raw  # decoded against the request kind's result type
+
+
+class _Refusal(msgspec.Struct, tag="refusal"):
+    code: str
+    detail: str
+    payload: dict[str, Any]
+
+
+_encoder = msgspec.json.Encoder()
+
+
+def encode(value) -> bytes:
+    """``value`` (a msgspec Struct, a dataclass, or plain lists, dicts, strings and numbers) as JSON."""
+    return _encoder.encode(value)
+
+
+def decode(body: bytes, type_):
+    """``body`` as a ``type_``; ``Malformed`` if it is not JSON of that shape."""
+    try:
+        return msgspec.json.decode(body, type=type_)
+    except msgspec.DecodeError as exc:
+        raise Malformed(str(exc)) from exc
+
+
+def answer_encode(outcome) -> bytes:
+    """An answer: a ``DomainError`` refusal, ``RunAlone``, ``Unknown`` or else a result."""
+    if isinstance(outcome, DomainError):
+        return encode(_Refusal(code=outcome.code, detail=outcome.detail, payload=outcome.payload))
+    if isinstance(outcome, RunAlone | Unknown):
+        return encode(outcome)
+    return encode(_Result(value=msgspec.Raw(encode(outcome))))
+
+
+def answer_decode(body: bytes, result_type):
+    """The outcome an answer carries: a ``result_type``, the ``DomainError`` refused with, ``RunAlone`` or
+    ``Unknown``. ``Malformed`` if it fits none, or names a refusal code no error has."""
+    answer = decode(body, _Result | _Refusal | RunAlone | Unknown)
+    if isinstance(answer, _Result):
+        return decode(answer.value, result_type)
+    if isinstance(answer, _Refusal):
+        error_class = _domain_errors().get(answer.code)
+        if error_class is None:
+            raise Malformed(f"no error has the code {answer.code!r}")
+        error = error_class.__new__(error_class)
+        DomainError.__init__(error, answer.detail, **answer.payload)
+        return error
+    return answer
+
+
+def _domain_errors() -> dict[str, type[DomainError]]:
+    """Every ``DomainError`` class by its code (the apps define theirs; all are imported by now)."""
+    found, pending = {}, [DomainError]
+    while pending:
+        error_class = pending.pop()
+        found.setdefault(error_class.code, error_class)
+        pending.extend(error_class.__subclasses__())
+    return found
