@@ -8,12 +8,16 @@ from django.views.decorators.debug import sensitive_post_parameters
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import exceptions
 from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.parsers import JSONParser
 
 from config.api import ErrorSerializer, LoginThrottle
 
 
 class TokenObtainApi(ObtainAuthToken):
     """POST username and password, get the API token to send as ``Authorization: Token <token>``."""
+
+    # JSON, as the rest of the API: the schema then promises only what the view parses.
+    parser_classes = [JSONParser]
 
     @extend_schema(
         operation_id="auth_token",
