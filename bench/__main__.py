@@ -143,11 +143,10 @@ def matrix_tables(cells, workers) -> list[str]:
 
 
 # Share of the cores busy from which a run counts as CPU-bound: the whole machine's, kernel included
-# (/proc/stat). Our processes' own CPU leaves out the kernel's loopback networking and whatever else
-# runs: it read 1.87 cores for a 4-client run that kept the machine 1.93 busy. A step up from a run
-# with less than a fifth of the cores free has less than that to grow into, and the added processes
-# cost more: from W=4 to 16 on 1,000 SKUs every Redis-lock design's CPU per order rose 20-30% (wake-ups,
-# cold caches). In the 07:20 run W=4 kept 1.77 of 2 cores busy, and the step to W=16 sold 13% less.
+# (/proc/stat), as our processes' own CPU leaves out the kernel's loopback networking and whatever else
+# runs. A step up in W from a run with less than a fifth of the cores free has little left to grow
+# into, and the added processes cost more CPU per order (wake-ups, colder caches), so such a step may
+# sell less without anything serialising: it is not judged.
 SATURATED = 0.8
 
 TARGET_DESIGNS = [reserve.OurStockReserve, reserve.OurOrderPlace, reserve.Floor, reserve.Sell3]
@@ -157,10 +156,10 @@ TARGET_WORKERS = (16, 64)
 def target_rounds(*, rounds: int, workers, duration: float, progress) -> list[list]:
     """The hot-SKU cells the targets compare, run ``rounds`` more times, each round side by side.
 
-    On two cores shared with the servers one cell swings by about 20% from run to run, so a target
+    On two cores shared with the servers one cell's throughput swings from run to run, so a target
     is judged on the median of its ratio over the rounds (the matrix's own cells are round one).
     Each round runs the W=1 cells first, as the matrix does, so no target cell is a round's first:
-    in two runs the first cell after the matrix (ours, hot W=16) measured 17% below the round after.
+    the first cell after a reset measures low.
     """
     counts = [count for count in (1, *TARGET_WORKERS) if count in workers]
     return [

@@ -34,10 +34,8 @@ def empty_tables(*models) -> None:
     """Empty the models' tables with TRUNCATE (the SQL of Django's ``flush``), not DELETE.
 
     A DELETE leaves the old rows' pages, dirty, in MariaDB's buffer pool (128 MiB by default) for
-    the cells that follow to flush or evict. In the run that showed it, the target rounds after the
-    matrix measured MariaDB at 0.27-0.35 ms of CPU per order of our path, which writes to those
-    tables, against 0.08 in round one; after switching to TRUNCATE, which recreates the tables,
-    the next run measured 0.10.
+    the cells that follow to flush or evict, which multiplies MariaDB's CPU per order on the paths
+    that write to those tables. TRUNCATE recreates the tables instead.
     """
     from django.core.management.color import no_style
     from django.db import connection
