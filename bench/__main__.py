@@ -28,6 +28,7 @@ from bench import (
     sweep,
 )
 from bench.profile import profile_order_place, round_trips
+from bench.targets import target_rounds
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -148,26 +149,6 @@ def matrix_tables(cells, workers) -> list[str]:
 # cores free has less than that to grow into, and the added processes cost more CPU per order each
 # (wake-ups, cold caches), so such a step is not expected to sell more.
 SATURATED = 0.8
-
-TARGET_DESIGNS = [reserve.OurStockReserve, reserve.OurOrderPlace, reserve.Floor, reserve.Sell3]
-TARGET_WORKERS = (16, 64)
-
-
-def target_rounds(*, rounds: int, workers, duration: float, progress) -> list[list]:
-    """The hot-SKU cells the targets compare, run ``rounds`` more times, each round side by side.
-
-    On cores shared with the servers one cell varies from run to run, so a target is judged on the
-    median of its ratio over the rounds (the matrix's own cells are round one). Each round runs the
-    W=1 cells first, as the matrix does, so no target cell is a round's first: the first cell after
-    the matrix runs on a machine still busy with what the matrix left behind, and reads low.
-    """
-    counts = [count for count in (1, *TARGET_WORKERS) if count in workers]
-    return [
-        reserve.run_matrix(
-            workloads=["hot"], workers=counts, designs=TARGET_DESIGNS, duration=duration, progress=progress
-        )
-        for _ in range(rounds)
-    ]
 
 
 def _median_of(rounds, measure) -> tuple[float, str]:

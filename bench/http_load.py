@@ -32,10 +32,10 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
-from django.db.models import Sum  # noqa: E402
 from rest_framework.authtoken.models import Token  # noqa: E402
 
-from inventory.models import Reservation, Stock, StockMovement  # noqa: E402
+from bench.reserve import units_given_and_taken  # noqa: E402
+from inventory.models import Stock  # noqa: E402
 from orders.models import Order  # noqa: E402
 from shop.services import product_create  # noqa: E402
 
@@ -164,12 +164,7 @@ def run_http(*, users: int = 64, seconds: int = 15, sellout_stock: int = 500, th
             time.sleep(3)  # orders still in flight when locust stopped commit before the books are read
             books = Stock.objects.get(product=product)
             placed = Order.objects.filter(customer=user, lines__product=product).count()
-            given = StockMovement.objects.filter(
-                stock__product=product, kind__in=[StockMovement.Kind.RESTOCK, StockMovement.Kind.ADJUST]
-            ).aggregate(units=Sum("on_hand_delta"))["units"]
-            taken = Reservation.objects.filter(
-                product=product, state__in=[Reservation.State.ACTIVE, Reservation.State.COMMITTED]
-            ).aggregate(units=Sum("quantity"))["units"]
+            [(given, taken)] = units_given_and_taken([product])
             result |= {
                 "label": label,
                 "stock": stock,
@@ -179,7 +174,7 @@ def run_http(*, users: int = 64, seconds: int = 15, sellout_stock: int = 500, th
                 "units_reserved": books.reserved,
                 # Each 201 told a buyer one unit is theirs; each active or committed reservation row holds one.
                 "oversold_told": max(0, result["answers"]["201 created"] - given),
-                "oversold_rows": max(0, (taken or 0) - given),
+                "oversold_rows": max(0, taken - given),
                 # Orders in flight when locust stops are placed but never answered: placed >= 201s.
                 "books_agree": placed == books.reserved and placed >= result["answers"]["201 created"],
             }

@@ -277,6 +277,29 @@ def shop_rows(count: int, stock: int) -> list[Product]:
     return products
 
 
+def units_given_and_taken(products) -> list[tuple[int, int]]:
+    """Per product: units given (restock and adjustment ledger rows) and taken (active and committed
+    reservation rows). Neither is the ``Stock`` counter, which the CHECK ``reserved <= on_hand`` bounds
+    whatever happened."""
+    given = dict(
+        StockMovement.objects.filter(
+            stock__product__in=products, kind__in=[StockMovement.Kind.RESTOCK, StockMovement.Kind.ADJUST]
+        )
+        .values("stock__product_id")
+        .annotate(units=Sum("on_hand_delta"))
+        .values_list("stock__product_id", "units")
+    )
+    taken = dict(
+        Reservation.objects.filter(
+            product__in=products, state__in=[Reservation.State.ACTIVE, Reservation.State.COMMITTED]
+        )
+        .values("product_id")
+        .annotate(units=Sum("quantity"))
+        .values_list("product_id", "units")
+    )
+    return [(given.get(p.pk, 0), taken.get(p.pk, 0)) for p in products]
+
+
 class OurDesign(Design):
     ours = True
 
@@ -284,25 +307,7 @@ class OurDesign(Design):
         self.products = shop_rows(rows, stock)
 
     def rows_count(self):
-        """Given: the restock and adjustment ledger rows. Taken: active and committed reservation rows.
-        Neither is the ``Stock`` counter, which the CHECK ``reserved <= on_hand`` bounds whatever happened."""
-        given = dict(
-            StockMovement.objects.filter(
-                stock__product__in=self.products, kind__in=[StockMovement.Kind.RESTOCK, StockMovement.Kind.ADJUST]
-            )
-            .values("stock__product_id")
-            .annotate(units=Sum("on_hand_delta"))
-            .values_list("stock__product_id", "units")
-        )
-        taken = dict(
-            Reservation.objects.filter(
-                product__in=self.products, state__in=[Reservation.State.ACTIVE, Reservation.State.COMMITTED]
-            )
-            .values("product_id")
-            .annotate(units=Sum("quantity"))
-            .values_list("product_id", "units")
-        )
-        return [(given.get(p.pk, 0), taken.get(p.pk, 0)) for p in self.products]
+        return units_given_and_taken(self.products)
 
 
 class OurStockReserve(OurDesign):
