@@ -169,7 +169,7 @@ if min(LOCK_TTL_SECONDS, LOCK_WAIT_SECONDS, LOCK_POLL_SECONDS, LOCK_HANDOFF_CLAI
 
 MAX_LINE_QUANTITY = env.int("MAX_LINE_QUANTITY", default=1000)
 MAX_ORDER_LINES = env.int("MAX_ORDER_LINES", default=50)
-# How many queued one-SKU requests a lock holder serves in one transaction (inventory.services.stock_section_combined):
+# How many queued one-SKU requests a lock holder serves in one transaction (inventory.batching):
 # at most MAX; a holder handed the lock serves those queued behind it then, or up to MIN if fewer were.
 STOCK_BATCH_MAX = env.int("STOCK_BATCH_MAX", default=64)
 STOCK_BATCH_MIN = env.int("STOCK_BATCH_MIN", default=16)
