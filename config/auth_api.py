@@ -9,7 +9,8 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import exceptions
 from rest_framework.authtoken.views import ObtainAuthToken
 
-from config.api import ErrorSerializer, LoginThrottle
+from config.api import LoginThrottle
+from core.api import ErrorSerializer
 
 
 class TokenObtainApi(ObtainAuthToken):

@@ -11,10 +11,11 @@ from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
 
-from inventory.errors import BelowReserved, DomainError, StaleStock
+from core.admin import NonAtomicChangeformMixin, ReadOnlyAdminMixin
+from core.errors import DomainError
+from inventory.errors import BelowReserved, StaleStock
 from inventory.models import Reservation, Stock, StockMovement
 from inventory.services import stock_adjust
-from shop.admin_base import NonAtomicChangeformMixin, ReadOnlyAdminMixin
 
 LOW_STOCK_THRESHOLD = 5
 MOVEMENTS_SHOWN = 20

@@ -12,7 +12,6 @@ Each change follows the same order, which is the point of the whole project:
 """
 
 import logging
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -22,23 +21,22 @@ from typing import NamedTuple
 
 import msgspec
 from django.conf import settings
-from django.db import IntegrityError, OperationalError, connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Sum
 from django.utils import timezone
 
+from core.db import from_row, insert_returning, select_in, select_in_statement, statements_run
+from core.errors import InvalidInput, InvalidQuantity
 from inventory import locks, wire
 from inventory.errors import (
     BelowReserved,
     DuplicateLine,
     InsufficientStock,
-    InvalidInput,
-    InvalidQuantity,
     LedgerInconsistent,
     LockTimeout,
     StaleStock,
 )
 from inventory.models import Reservation, Stock, StockMovement
-from shop.basemodels import from_row, insert_returning, select_in, select_in_statement, statements_run
 from shop.selectors import product_get_for_stock
 
 logger = logging.getLogger(__name__)
@@ -110,22 +108,6 @@ def stock_section(*, skus: Iterable[str], lock_wait: float | None = None) -> Ite
         return
     with locks.sku_locks(skus, wait=lock_wait), transaction.atomic(durable=True):
         yield
-
-
-# MySQL/MariaDB: 1213 deadlock found, 1205 lock wait timeout. Both roll the transaction back whole.
-RETRYABLE_DB_ERRORS = {1213, 1205}
-
-
-def retry_on_deadlock(func, *, attempts: int = 3):
-    """Run ``func`` (which opens its own transaction) again if the database chose it as a deadlock victim."""
-    for attempt in range(1, attempts + 1):
-        try:
-            return func()
-        except OperationalError as exc:
-            if not exc.args or exc.args[0] not in RETRYABLE_DB_ERRORS or attempt == attempts:
-                raise
-            logger.warning("database error %s on attempt %d of %d; retrying", exc.args[0], attempt, attempts)
-            time.sleep(0.05 * attempt)
 
 
 # --- Group commit ------------------------------------------------------------------------------

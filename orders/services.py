@@ -19,14 +19,16 @@ from django.db.models import Q, Sum
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from inventory.errors import DomainError, InsufficientStock, InvalidInput, LockTimeout, LockUnavailable
+from core.clock import db_now
+from core.db import bulk_insert, from_row, is_duplicate_key, retry_on_deadlock, select_in
+from core.errors import DomainError, InvalidInput
+from inventory.errors import InsufficientStock, LockTimeout, LockUnavailable
 from inventory.models import Reservation
 from inventory.services import (
     SERVED_EARLIER,
     Demand,
     LineToReserve,
     StockLine,
-    retry_on_deadlock,
     stock_allocate,
     stock_commit,
     stock_lines_validate,
@@ -53,8 +55,6 @@ from orders.selectors import (
     order_list_overdue_holding,
     payment_list_unsettled,
 )
-from shop.basemodels import bulk_insert, from_row, select_in
-from shop.clock import db_now
 from shop.selectors import product_map_orderable
 
 logger = logging.getLogger(__name__)
@@ -65,7 +65,6 @@ Status = Order.Status
 OVERDUE_EXPIRY_LIMIT = 50
 # A batch can fail on another buyer's duplicate key after a lost lock; the buyer then tries on its own.
 PLACE_ATTEMPTS = 3
-DUPLICATE_KEY = 1062  # MySQL/MariaDB error number
 
 
 def _fingerprint(lines) -> str:
@@ -186,7 +185,7 @@ def order_place(*, customer=None, email: str = "", items, idempotency_key: str) 
                 if isinstance(exc, InsufficientStock):
                     raise exc from None
                 raise
-            if not _is_duplicate_key(exc) or attempt == PLACE_ATTEMPTS:
+            if not is_duplicate_key(exc) or attempt == PLACE_ATTEMPTS:
                 raise
             logger.warning("order placement hit a duplicate key (a lost lock?); trying again: %s", exc)
     if outcome.replayed:
@@ -198,10 +197,6 @@ def order_place(*, customer=None, email: str = "", items, idempotency_key: str) 
         | {"id": outcome.id, "created_at": outcome.created_at, "updated_at": outcome.created_at}
         | {"is_deleted": False, "deleted_at": None},
     )
-
-
-def _is_duplicate_key(exc: Exception) -> bool:
-    return isinstance(exc, IntegrityError) and exc.args[:1] == (DUPLICATE_KEY,)
 
 
 def _orders_place_batch(requests: list[_PlaceRequest]) -> list:

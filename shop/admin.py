@@ -8,11 +8,11 @@ from django.db.models import F
 from django.urls import reverse
 from django.utils.html import format_html
 
+from core.admin import NonAtomicChangeformMixin, ReadOnlyAdminMixin, SoftDeleteAdmin
+from core.errors import DomainError
 from inventory.admin import LowStockFilter
-from inventory.errors import DomainError
 from inventory.models import Stock
 from inventory.services import stock_restock
-from shop.admin_base import NonAtomicChangeformMixin, ReadOnlyAdminMixin, SoftDeleteAdmin
 from shop.models import Product
 from shop.services import product_create
 

@@ -5,7 +5,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.api import ErrorSerializer
+from core.api import ErrorSerializer
 from shop.selectors import product_find_for_catalog, product_list_for_catalog
 
 ORDERINGS = ["sku", "-sku", "name", "-name", "price", "-price", "available", "-available"]

@@ -3,7 +3,7 @@ from decimal import Decimal
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
-from shop.basemodels import BaseModel
+from core.models import BaseModel
 
 sku_validator = RegexValidator(
     regex=r"^[A-Z0-9][A-Z0-9._-]{0,63}$",

@@ -5,8 +5,8 @@ from typing import NamedTuple
 from django.db.models import F, QuerySet
 from django.db.models.functions import Coalesce
 
-from inventory.errors import ProductUnavailable, UnknownProduct
-from shop.basemodels import select_in
+from core.db import select_in
+from shop.errors import ProductUnavailable, UnknownProduct
 from shop.models import Product
 
 
@@ -21,7 +21,7 @@ def product_map_orderable(*, skus: Iterable[str]) -> dict[str, OrderableProduct]
     """Products by SKU, refusing unknown SKUs and products that are inactive or deleted.
 
     Plain SQL: a lock holder calls this once per batch of orders, and building the query with the ORM
-    cost four times the CPU of running it (341 against 74 us), time every queued buyer waits for.
+    costs more CPU than running it, time every queued buyer waits for.
     """
     skus = sorted(set(skus))
     price = Product._meta.get_field("price")

@@ -12,7 +12,8 @@ from django.db import connections
 
 import inventory.services
 import orders.services
-from inventory.errors import DomainError, InsufficientStock, LockTimeout, LockUnavailable
+from core.errors import DomainError
+from inventory.errors import InsufficientStock, LockTimeout, LockUnavailable
 from orders.models import Order
 from orders.services import order_place
 from tests.conftest import assert_told_their_orders, stock_of

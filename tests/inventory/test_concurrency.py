@@ -12,7 +12,8 @@ from django.test import override_settings
 
 import inventory.services
 import orders.services
-from inventory.errors import DomainError, InsufficientStock
+from core.errors import DomainError
+from inventory.errors import InsufficientStock
 from inventory.locks import held_skus, lock_key, sku_locks
 from inventory.models import Stock
 from orders.models import Order

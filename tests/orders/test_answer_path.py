@@ -12,7 +12,7 @@ from django.core.cache import caches
 from django.db import connections
 from django.utils import timezone
 
-from inventory.errors import DomainError
+from core.errors import DomainError
 from inventory.locks import QueuedLock
 from orders import services
 from orders.models import Order

@@ -13,7 +13,7 @@ import pytest
 from django.conf import settings
 from django.core.cache import caches
 
-from inventory.errors import DomainError
+from core.errors import DomainError
 from inventory.locks import QueuedLock, lock_key
 from orders import services
 from tests.conftest import assert_books_balance, assert_told_their_orders, stock_of

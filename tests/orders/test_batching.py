@@ -6,7 +6,7 @@ from multiprocessing.pool import ThreadPool
 
 import pytest
 
-from inventory.errors import DomainError
+from core.errors import DomainError
 from inventory.locks import lock_list
 from orders import services
 from orders.models import Order

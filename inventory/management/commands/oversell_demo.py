@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand
 from django.db import connection
 from tqdm import tqdm
 
-from config.commands import int_between
+from core.commands import int_between
 from inventory.oversell_demo import STRATEGIES, oversell_experiment_run
 
 

@@ -3,7 +3,7 @@ import logging
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from inventory.errors import DomainError
+from core.errors import DomainError
 from inventory.selectors import stock_books
 from inventory.services import stock_rebuild_from_ledger
 from orders.models import Order

@@ -4,7 +4,7 @@ import pytest
 from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 
-from inventory.errors import InvalidInput
+from core.errors import InvalidInput
 from inventory.models import Reservation, StockMovement
 from orders.errors import IdempotencyConflict, OrderExpired, OrderNotCancellable, OrderNotPayable, PaymentDeclined
 from orders.models import Order, new_order_number
