@@ -37,6 +37,7 @@ from inventory.errors import (
     StaleStock,
 )
 from inventory.models import Reservation, Stock, StockMovement
+from shop.models import sku_normalise
 from shop.selectors import product_get_for_stock
 
 logger = logging.getLogger(__name__)
@@ -78,10 +79,9 @@ def stock_lines_validate(*, lines) -> list[StockLine]:
             sku, quantity = line.get("sku"), line.get("quantity")
         else:
             raise InvalidInput(fields={f"items.{index}": "Each line needs a sku and a quantity."})
-        if not isinstance(sku, str) or not sku.strip() or len(sku.strip()) > 64:
-            raise InvalidInput(fields={f"items.{index}.sku": "Must be a SKU string."})
+        sku = sku_normalise(sku, field=f"items.{index}.sku")
         quantity = _validate_count(quantity, field=f"items.{index}.quantity", maximum=settings.MAX_LINE_QUANTITY)
-        result.append(StockLine(sku=sku.strip().upper(), quantity=quantity))
+        result.append(StockLine(sku=sku, quantity=quantity))
     seen, duplicates = set(), set()
     for line in result:
         (duplicates if line.sku in seen else seen).add(line.sku)
@@ -616,9 +616,7 @@ def stock_adjust(
 def _stock_change(*, sku, kind, reason, actor, delta=None, set_to=None, expected_version=None) -> Stock:
     if not isinstance(reason, str) or not reason.strip():
         raise InvalidInput(fields={"reason": "Say why the stock changes."})
-    if not isinstance(sku, str) or not sku.strip():
-        raise InvalidInput(fields={"sku": "Must be a SKU string."})
-    product = product_get_for_stock(sku=sku.strip().upper())
+    product = product_get_for_stock(sku=sku_normalise(sku))
     with stock_section(skus=[product.sku]):
         stock, _ = Stock.objects.get_or_create(product=product)
         if expected_version is not None and stock.version != expected_version:
@@ -657,7 +655,7 @@ def _stock_change(*, sku, kind, reason, actor, delta=None, set_to=None, expected
 
 def stock_rebuild_from_ledger(*, sku: str) -> Stock:
     """Set the counters to the ledger sums (the ledger is the record of truth), under the lock."""
-    product = product_get_for_stock(sku=sku.strip().upper())
+    product = product_get_for_stock(sku=sku_normalise(sku))
     with stock_section(skus=[product.sku]):
         stock = Stock.objects.get(product=product)
         sums = StockMovement.objects.filter(stock=stock).aggregate(

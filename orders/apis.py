@@ -13,6 +13,7 @@ from orders.errors import IdempotencyKeyRequired, SimulationDisabled
 from orders.payments import SimulatedGateway
 from orders.selectors import order_find_for_customer, order_list_for_customer
 from orders.services import order_cancel, order_pay, order_place
+from shop.models import SKU_MAX_LENGTH
 
 
 class OrderCreateThrottle(UserRateThrottle):
@@ -74,7 +75,7 @@ class OrderCollectionApi(generics.ListAPIView):
 
     class OrderCreateInputSerializer(serializers.Serializer):
         class OrderLineInputSerializer(serializers.Serializer):
-            sku = serializers.CharField(max_length=64)
+            sku = serializers.CharField(max_length=SKU_MAX_LENGTH)
             quantity = StrictIntegerField(min_value=1, max_value=settings.MAX_LINE_QUANTITY)
 
         items = OrderLineInputSerializer(

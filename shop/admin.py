@@ -13,7 +13,7 @@ from core.errors import DomainError
 from inventory.admin import LowStockFilter
 from inventory.models import Stock
 from inventory.services import stock_restock
-from shop.models import Product
+from shop.models import Product, sku_normalise
 from shop.services import product_create
 
 admin.site.site_header = "Shop administration"
@@ -38,7 +38,7 @@ class ProductAddForm(forms.ModelForm):
 
     def clean_sku(self):
         """Upper-cased like every SKU; unique among deleted products too (the form's own check skips them)."""
-        sku = self.cleaned_data["sku"].strip().upper()
+        sku = sku_normalise(self.cleaned_data["sku"])
         if Product.all_objects.filter(sku=sku).exists():
             raise ValidationError(
                 'A product with this SKU already exists. If it was deleted, filter "Deleted: Yes" and restore it.'

@@ -6,8 +6,9 @@ from django.db.models import F, QuerySet
 from django.db.models.functions import Coalesce
 
 from core.db import select_in
+from core.errors import InvalidInput
 from shop.errors import ProductUnavailable, UnknownProduct
-from shop.models import Product
+from shop.models import Product, sku_normalise
 
 
 class OrderableProduct(NamedTuple):
@@ -54,7 +55,7 @@ def product_list_for_catalog(
         .annotate(available=Coalesce(F("stock__on_hand") - F("stock__reserved"), 0))
     )
     if sku:
-        products = products.filter(sku=sku.strip().upper())
+        products = products.filter(sku=sku_normalise(sku))
     if search:
         products = products.filter(name__icontains=search)
     if in_stock is not None:
@@ -63,4 +64,9 @@ def product_list_for_catalog(
 
 
 def product_find_for_catalog(*, sku: str) -> Product | None:
-    return product_list_for_catalog().filter(sku=sku.strip().upper()).first()
+    """The product for sale with this SKU (in any case); None for a SKU no product has."""
+    try:
+        sku = sku_normalise(sku)
+    except InvalidInput:
+        return None  # no product could have it
+    return product_list_for_catalog().filter(sku=sku).first()
