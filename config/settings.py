@@ -256,7 +256,7 @@ CELERY_BEAT_SCHEDULE = {
     "expire-overdue-orders": {"task": "orders.tasks.sweep_expired_orders", "schedule": EXPIRY_SWEEP_SECONDS},
     "release-failed-payments": {"task": "orders.tasks.sweep_failed_payments", "schedule": EXPIRY_SWEEP_SECONDS},
     "settle-payments": {"task": "orders.tasks.settle_payments", "schedule": EXPIRY_SWEEP_SECONDS},
-    "reconcile-stock": {"task": "inventory.tasks.reconcile_stock", "schedule": RECONCILE_SECONDS},
+    "reconcile-stock": {"task": "orders.tasks.reconcile_stock", "schedule": RECONCILE_SECONDS},
 }
 
 # --- Auth, i18n, static -----------------------------------------------------------------------

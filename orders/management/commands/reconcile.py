@@ -10,7 +10,7 @@ from orders.models import Order
 from orders.selectors import order_list_deleted_holding_stock, order_list_stuck_holding_stock
 from orders.services import order_reservations_settle
 
-logger = logging.getLogger("inventory.reconcile")
+logger = logging.getLogger("orders.reconcile")
 
 
 class Command(BaseCommand):
