@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import msgspec
+from celery import current_app
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
@@ -65,6 +66,8 @@ Status = Order.Status
 OVERDUE_EXPIRY_LIMIT = 50
 # A batch can fail on another buyer's duplicate key after a lost lock; the buyer then tries on its own.
 PLACE_ATTEMPTS = 3
+# Enqueued by name: orders.tasks imports this module, so this module does not import it back.
+RELEASE_ORDER_STOCK = "orders.tasks.release_order_stock"
 
 
 def _fingerprint(lines) -> str:
@@ -522,13 +525,11 @@ def order_fail_payment(*, order: Order) -> bool:
     release runs in a task after commit; the failed-payments sweep catches any that were missed.
     Returns False if the order was no longer awaiting payment.
     """
-    from orders.tasks import release_order_stock
-
     with transaction.atomic():
         if not _order_transition(order, from_statuses=[Status.AWAITING_PAYMENT], to=Status.PAYMENT_FAILED):
             return False
         # robust: the change has committed; a broker that is down is logged, and the sweep releases instead.
-        transaction.on_commit(lambda: release_order_stock.delay(order.pk), robust=True)
+        transaction.on_commit(lambda: current_app.send_task(RELEASE_ORDER_STOCK, args=[order.pk]), robust=True)
     return True
 
 
