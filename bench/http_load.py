@@ -36,8 +36,8 @@ from rest_framework.authtoken.models import Token  # noqa: E402
 
 from bench.reserve import units_given_and_taken  # noqa: E402
 from inventory.models import Stock  # noqa: E402
+from inventory.products import product_create  # noqa: E402
 from orders.models import Order  # noqa: E402
-from shop.services import product_create  # noqa: E402
 
 # Threads per gunicorn worker (gthread): requests waiting on a hot SKU's lock queue up in one batch
 # instead of holding a whole worker each.

@@ -43,7 +43,8 @@ from django.db.models import Sum, prefetch_related_objects  # noqa: E402
 from django.utils import timezone  # noqa: E402
 from redis.lock import Lock  # noqa: E402
 
-from inventory.errors import DomainError, InsufficientStock  # noqa: E402
+from core.errors import DomainError  # noqa: E402
+from inventory.errors import InsufficientStock  # noqa: E402
 from inventory.models import Reservation, Stock, StockMovement  # noqa: E402
 from inventory.services import stock_reserve  # noqa: E402
 from orders.models import Order, OrderLine, new_order_number  # noqa: E402

@@ -181,7 +181,7 @@ from django.db.models import Count, Max, Min, Sum  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 import inventory.services  # noqa: E402
-from inventory.errors import DomainError  # noqa: E402
+from core.errors import DomainError  # noqa: E402
 from inventory.models import Reservation, Stock, StockMovement  # noqa: E402
 from inventory.selectors import stock_books  # noqa: E402
 from inventory.services import stock_adjust, stock_restock  # noqa: E402

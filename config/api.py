@@ -1,4 +1,4 @@
-"""API plumbing shared by every app: one error shape, pagination, strict fields, throttling.
+"""The API's wiring: one error shape for every app's refusals, pagination, the login throttle.
 
 Every refusal is ``{"code": ..., "detail": ..., "fields": {...}}`` plus the error's payload (for
 ``insufficient_stock``, ``shortages``). Domain errors map to HTTP statuses here, in one table.
@@ -10,23 +10,19 @@ import math
 import re
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError
-from rest_framework import exceptions, serializers, status
+from rest_framework import exceptions, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
-from rest_framework.throttling import SimpleRateThrottle, UserRateThrottle
+from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from inventory.errors import DomainError
+from core.db import connection_lost
+from core.errors import DomainError
 
 RETRY_AFTER_SECONDS = 1
 DATABASE_UNAVAILABLE = "The database connection failed. Retry with the same Idempotency-Key."
 
 logger = logging.getLogger(__name__)
-
-# MySQL/MariaDB client and server errors meaning the connection is gone (server down or restarting,
-# connection killed or timed out): the transaction was rolled back, so the request may be retried.
-CONNECTION_LOST_ERRORS = {1053, 1927, 2002, 2003, 2006, 2013, 4031}
 
 STATUS_BY_CODE = {
     "invalid_input": 400,
@@ -77,13 +73,6 @@ def exception_handler(exc, context):
     return response
 
 
-def connection_lost(exc: BaseException | None) -> bool:
-    """Whether ``exc`` means the database connection is gone (the transaction rolled back: retry)."""
-    if isinstance(exc, InterfaceError):
-        return True
-    return isinstance(exc, OperationalError) and bool(exc.args) and exc.args[0] in CONNECTION_LOST_ERRORS
-
-
 def _drf_error_body(exc, response) -> dict:
     if isinstance(exc, exceptions.ValidationError):
         fields = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
@@ -96,24 +85,6 @@ def _drf_error_body(exc, response) -> dict:
     detail = response.data.get("detail", "") if isinstance(response.data, dict) else ""
     code = "not_found" if response.status_code == 404 else "permission_denied"
     return {"code": code, "detail": str(detail), "fields": {}}
-
-
-class ErrorSerializer(serializers.Serializer):
-    """The shape of every refusal (for the schema)."""
-
-    code = serializers.CharField(help_text="Stable machine-readable code, e.g. insufficient_stock.")
-    detail = serializers.CharField(help_text="Human-readable explanation.")
-    fields = serializers.DictField(help_text="Per input field, what is wrong (may be empty).")
-
-
-class ShortageSerializer(serializers.Serializer):
-    sku = serializers.CharField()
-    requested = serializers.IntegerField()
-    available = serializers.IntegerField()
-
-
-class InsufficientStockErrorSerializer(ErrorSerializer):
-    shortages = ShortageSerializer(many=True, required=False)
 
 
 class Pagination(PageNumberPagination):
@@ -142,24 +113,6 @@ class Pagination(PageNumberPagination):
             if parameter["name"] == self.page_size_query_param:
                 parameter["schema"]["maximum"] = self.max_page_size
         return parameters
-
-
-class StrictIntegerField(serializers.IntegerField):
-    """An integer that must be a JSON number: "2", 2.5 and true are refused, not coerced."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-class OrderCreateThrottle(UserRateThrottle):
-    """Per-customer limit on placing orders; the rate is read per request so settings can change it."""
-
-    scope = "order_create"
-
-    def get_rate(self):
-        return settings.ORDER_THROTTLE_RATE
 
 
 class LoginThrottle(SimpleRateThrottle):

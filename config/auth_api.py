@@ -10,7 +10,8 @@ from rest_framework import exceptions
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.parsers import JSONParser
 
-from config.api import ErrorSerializer, LoginThrottle
+from config.api import LoginThrottle
+from core.api import ErrorSerializer
 
 
 class TokenObtainApi(ObtainAuthToken):

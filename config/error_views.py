@@ -10,7 +10,8 @@ from django.http import HttpResponse, JsonResponse
 from django.template import loader
 from django.views import defaults
 
-from config.api import DATABASE_UNAVAILABLE, RETRY_AFTER_SECONDS, connection_lost
+from config.api import DATABASE_UNAVAILABLE, RETRY_AFTER_SECONDS
+from core.db import connection_lost
 
 API_PREFIX = "/api/"
 

@@ -39,6 +39,7 @@ THIRD_PARTY_APPS = [
     "drf_spectacular_sidecar",
 ]
 LOCAL_APPS = [
+    "core",
     "shop",
     "inventory",
     "orders",
@@ -89,7 +90,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
     DATABASES["default"]["OPTIONS"] = {
         "charset": "utf8mb4",
         # Strict mode: out-of-range or truncated values are errors, never silently clipped.
-        # UTC sessions: the database's clock (CURRENT_TIMESTAMP) is the one expiry decisions use (shop/clock.py).
+        # UTC sessions: the database's clock (CURRENT_TIMESTAMP) is the one expiry decisions use (core/clock.py).
         "init_command": "SET sql_mode='STRICT_TRANS_TABLES,NO_ZERO_DATE,NO_ZERO_IN_DATE,ERROR_FOR_DIVISION_BY_ZERO', "
         "time_zone='+00:00'",
         # READ COMMITTED: every statement sees the latest committed row, so the next lock holder
@@ -144,7 +145,7 @@ LOCK_CACHE_ALIAS = "locks"
 
 RESERVATION_TTL_SECONDS = env.int("RESERVATION_TTL_SECONDS", default=900)
 # Hosts' clocks may disagree, so expiry runs on the database's clock; each process re-reads it this often
-# and counts the time between on its monotonic clock (shop/clock.py).
+# and counts the time between on its monotonic clock (core/clock.py).
 DB_CLOCK_RESYNC_SECONDS = env.float("DB_CLOCK_RESYNC_SECONDS", default=60.0)
 # How long a lock lives if its holder dies. Must exceed the slowest stock transaction.
 LOCK_TTL_SECONDS = env.float("LOCK_TTL_SECONDS", default=10.0)
@@ -255,7 +256,7 @@ CELERY_BEAT_SCHEDULE = {
     "expire-overdue-orders": {"task": "orders.tasks.sweep_expired_orders", "schedule": EXPIRY_SWEEP_SECONDS},
     "release-failed-payments": {"task": "orders.tasks.sweep_failed_payments", "schedule": EXPIRY_SWEEP_SECONDS},
     "settle-payments": {"task": "orders.tasks.settle_payments", "schedule": EXPIRY_SWEEP_SECONDS},
-    "reconcile-stock": {"task": "inventory.tasks.reconcile_stock", "schedule": RECONCILE_SECONDS},
+    "reconcile-stock": {"task": "orders.tasks.reconcile_stock", "schedule": RECONCILE_SECONDS},
 }
 
 # --- Auth, i18n, static -----------------------------------------------------------------------

@@ -1,8 +1,11 @@
-"""Stock, its ledger and reservations in the admin. Counters change only through ``inventory.services``."""
+"""Stock, its ledger and reservations in the admin, and the product admin with its stock.
+
+Counters change only through ``inventory.services``.
+"""
 
 from django import forms
 from django.conf import settings
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import F, Q
 from django.db.models.functions import Now
@@ -11,10 +14,14 @@ from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
 
-from inventory.errors import BelowReserved, DomainError, StaleStock
+from core.admin import NonAtomicChangeformMixin, ReadOnlyAdminMixin
+from core.errors import DomainError
+from inventory.errors import BelowReserved, StaleStock
 from inventory.models import Reservation, Stock, StockMovement
-from inventory.services import stock_adjust
-from shop.admin_base import NonAtomicChangeformMixin, ReadOnlyAdminMixin
+from inventory.products import product_create
+from inventory.services import stock_adjust, stock_restock
+from shop.admin import ProductAddForm, ProductAdmin
+from shop.models import Product
 
 LOW_STOCK_THRESHOLD = 5
 MOVEMENTS_SHOWN = 20
@@ -22,7 +29,7 @@ STALE_MESSAGE = "The stock changed while this form was open (an order or another
 
 
 class LowStockFilter(admin.SimpleListFilter):
-    """Filters on ``available_units``, which the Stock and Product admins annotate on their querysets."""
+    """Filters on ``available_units``, which the stock and product admins annotate on their querysets."""
 
     title = "stock level"
     parameter_name = "stock_level"
@@ -269,3 +276,92 @@ class ReservationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description="SKU", ordering="product__sku")
     def sku(self, reservation):
         return reservation.product.sku
+
+
+class ProductStockAddForm(ProductAddForm):
+    initial_stock = forms.IntegerField(
+        min_value=0,
+        max_value=settings.MAX_STOCK_QUANTITY,
+        initial=0,
+        required=False,
+        help_text="Units received now, recorded in the stock ledger as a restock.",
+    )
+
+
+class StockInline(ReadOnlyAdminMixin, admin.TabularInline):
+    model = Stock
+    fields = readonly_fields = ["on_hand", "reserved", "available", "version", "updated_at", "set_on_hand"]
+
+    @admin.display(description="")
+    def set_on_hand(self, stock):
+        return format_html('<a href="{}">Set on hand…</a>', reverse("admin:inventory_stock_change", args=[stock.pk]))
+
+
+class ProductStockAdmin(NonAtomicChangeformMixin, ProductAdmin):
+    """The catalog's product admin with the product's stock: shown here, changed on its stock page.
+
+    A product is created with its Stock row (``product_create``) and may receive its initial stock,
+    through the stock service (hence no request-wide transaction).
+    """
+
+    list_display = ["sku", "name", "price", "is_active", "on_hand", "reserved", "available", "is_deleted"]
+    list_filter = ["is_active", LowStockFilter]
+    inlines = [StockInline]
+    add_form = ProductStockAddForm
+    add_fields = [*ProductAdmin.add_fields, "initial_stock"]
+
+    def get_queryset(self, request):
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                on_hand_units=F("stock__on_hand"),
+                reserved_units=F("stock__reserved"),
+                available_units=F("stock__on_hand") - F("stock__reserved"),
+            )
+        )
+
+    def get_inline_instances(self, request, obj=None):
+        return super().get_inline_instances(request, obj) if obj else []
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        # product_create also creates the Stock row every product needs; the admin goes on with ``obj``.
+        obj.pk = product_create(
+            sku=obj.sku,
+            name=obj.name,
+            description=obj.description,
+            price=obj.price,
+            is_active=obj.is_active,
+        ).pk
+        obj.refresh_from_db()
+        if quantity := form.cleaned_data["initial_stock"]:
+            try:
+                stock_restock(sku=obj.sku, quantity=quantity, reason="initial stock", actor=request.user)
+            except DomainError as exc:  # the SKU was busy or Redis was down: the product exists, say so
+                self.message_user(
+                    request, f"{obj.sku} was created without its initial stock: {exc.as_text()}", messages.ERROR
+                )
+
+    def hard_delete_object(self, obj):
+        """A product whose stock never moved takes its empty Stock row along; any ledger row keeps both."""
+        Stock.objects.filter(product=obj, movements__isnull=True).delete()
+        super().hard_delete_object(obj)
+
+    @admin.display(description="on hand", ordering="on_hand_units")
+    def on_hand(self, product):
+        return product.on_hand_units
+
+    @admin.display(description="reserved", ordering="reserved_units")
+    def reserved(self, product):
+        return product.reserved_units
+
+    @admin.display(description="available", ordering="available_units")
+    def available(self, product):
+        return product.available_units
+
+
+admin.site.unregister(Product)
+admin.site.register(Product, ProductStockAdmin)

@@ -6,9 +6,21 @@ from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.api import ErrorSerializer, StrictIntegerField
+from core.api import ErrorSerializer, StrictIntegerField
 from inventory.selectors import stock_find, stock_movement_list
 from inventory.services import stock_adjust
+
+
+class ShortageSerializer(serializers.Serializer):
+    sku = serializers.CharField()
+    requested = serializers.IntegerField()
+    available = serializers.IntegerField()
+
+
+class InsufficientStockErrorSerializer(ErrorSerializer):
+    """The refusal ``insufficient_stock`` (for the schema of the endpoints that reserve stock)."""
+
+    shortages = ShortageSerializer(many=True, required=False)
 
 
 class StockOutputSerializer(serializers.Serializer):

@@ -1,53 +1,11 @@
-"""Typed domain errors. Each carries a stable machine-readable ``code`` and a payload.
+"""The stock's domain errors: refused lines, shortages, stale edits, busy or unreachable locks."""
 
-Views, the API's exception handler and commands turn them into responses; they never need to parse
-messages.
-"""
-
-
-class DomainError(Exception):
-    code = "domain_error"
-    default_detail = "The request could not be carried out."
-
-    def __init__(self, detail: str | None = None, **payload):
-        self.detail = detail or self.default_detail
-        self.payload = payload
-        super().__init__(self.detail)
-
-    def as_dict(self) -> dict:
-        return {"code": self.code, "detail": self.detail, **self.payload}
-
-    def as_text(self) -> str:
-        """One line for operators: code, detail and payload."""
-        details = ", ".join(f"{key}={value}" for key, value in self.payload.items())
-        return f"{self.code}: {self.detail}" + (f" ({details})" if details else "")
-
-
-class InvalidInput(DomainError):
-    """Malformed lines: wrong types, bad quantity, duplicates. ``fields`` says what is wrong."""
-
-    code = "invalid_input"
-    default_detail = "The request is not valid."
-
-
-class InvalidQuantity(InvalidInput):
-    code = "invalid_quantity"
-    default_detail = "Quantity must be a whole number in the allowed range."
+from core.errors import DomainError, InvalidInput
 
 
 class DuplicateLine(InvalidInput):
     code = "duplicate_line"
     default_detail = "Each SKU may appear only once per order."
-
-
-class UnknownProduct(DomainError):
-    code = "unknown_sku"
-    default_detail = "No product has this SKU."
-
-
-class ProductUnavailable(DomainError):
-    code = "product_unavailable"
-    default_detail = "This product is not for sale."
 
 
 class InsufficientStock(DomainError):

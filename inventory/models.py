@@ -2,7 +2,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
-from shop.basemodels import TimestampedModel, TimestampedQuerySet
+from core.models import TimestampedModel, TimestampedQuerySet
 
 
 class Stock(TimestampedModel):

@@ -5,7 +5,9 @@ from dataclasses import dataclass
 from django.db.models import IntegerField, OuterRef, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
+from core.errors import InvalidInput
 from inventory.models import Reservation, Stock, StockMovement
+from shop.models import sku_normalise
 
 
 @dataclass(frozen=True)
@@ -64,12 +66,12 @@ def stock_books(*, skus=None) -> list[StockBooks]:
 
 
 def stock_find(*, sku: str) -> Stock | None:
-    """The stock of a product that is not deleted (active or not), for staff."""
-    return (
-        Stock.objects.select_related("product")
-        .filter(product__sku=sku.strip().upper(), product__is_deleted=False)
-        .first()
-    )
+    """The stock of a product that is not deleted (active or not), for staff; None for a SKU no product has."""
+    try:
+        sku = sku_normalise(sku)
+    except InvalidInput:
+        return None  # no product could have it
+    return Stock.objects.select_related("product").filter(product__sku=sku, product__is_deleted=False).first()
 
 
 def stock_movement_list(*, stock: Stock) -> QuerySet[StockMovement]:

@@ -8,29 +8,28 @@ carried out in batches (``inventory.batching``).
 """
 
 import logging
-import time
 from dataclasses import dataclass
 from datetime import datetime
 
 import msgspec
 from django.conf import settings
-from django.db import IntegrityError, OperationalError
+from django.db import IntegrityError
 from django.db.models import F, Sum
 
+from core.db import from_row
+from core.errors import InvalidInput, InvalidQuantity
 from inventory import sql
 from inventory.batching import Batch, Demand, stock_section_batched
 from inventory.errors import (
     BelowReserved,
     DuplicateLine,
-    InvalidInput,
-    InvalidQuantity,
     LedgerInconsistent,
     StaleStock,
     StockInvariantBroken,
 )
 from inventory.models import Reservation, Stock, StockMovement
 from inventory.section import stock_section
-from shop.basemodels import from_row
+from shop.models import sku_normalise
 from shop.selectors import product_get_for_stock
 
 logger = logging.getLogger(__name__)
@@ -65,32 +64,15 @@ def stock_lines_validate(*, lines) -> list[StockLine]:
             sku, quantity = line.get("sku"), line.get("quantity")
         else:
             raise InvalidInput(fields={f"items.{index}": "Each line needs a sku and a quantity."})
-        if not isinstance(sku, str) or not sku.strip() or len(sku.strip()) > 64:
-            raise InvalidInput(fields={f"items.{index}.sku": "Must be a SKU string."})
+        sku = sku_normalise(sku, field=f"items.{index}.sku")
         quantity = _validate_count(quantity, field=f"items.{index}.quantity", maximum=settings.MAX_LINE_QUANTITY)
-        result.append(StockLine(sku=sku.strip().upper(), quantity=quantity))
+        result.append(StockLine(sku=sku, quantity=quantity))
     seen, duplicates = set(), set()
     for line in result:
         (duplicates if line.sku in seen else seen).add(line.sku)
     if duplicates:
         raise DuplicateLine(skus=sorted(duplicates))
     return result
-
-
-def retry_on_deadlock(func, *, attempts: int = 3):
-    """Run ``func`` (which opens its own transaction) again if the database chose it as a deadlock victim."""
-    for attempt in range(1, attempts + 1):
-        try:
-            return func()
-        except OperationalError as exc:
-            if not exc.args or exc.args[0] not in RETRYABLE_DB_ERRORS or attempt == attempts:
-                raise
-            logger.warning("database error %s on attempt %d of %d; retrying", exc.args[0], attempt, attempts)
-            time.sleep(0.05 * attempt)
-
-
-# MySQL/MariaDB: 1213 deadlock found, 1205 lock wait timeout. Both roll the transaction back whole.
-RETRYABLE_DB_ERRORS = {1213, 1205}
 
 
 class ReservationLine(msgspec.Struct, frozen=True, array_like=True):
@@ -295,9 +277,7 @@ def stock_adjust(
 def _stock_change(*, sku, kind, reason, actor, delta=None, set_to=None, expected_version=None) -> Stock:
     if not isinstance(reason, str) or not reason.strip():
         raise InvalidInput(fields={"reason": "Say why the stock changes."})
-    if not isinstance(sku, str) or not sku.strip():
-        raise InvalidInput(fields={"sku": "Must be a SKU string."})
-    product = product_get_for_stock(sku=sku.strip().upper())
+    product = product_get_for_stock(sku=sku_normalise(sku))
     with stock_section(skus=[product.sku]):
         stock, _ = Stock.objects.get_or_create(product=product)
         if expected_version is not None and stock.version != expected_version:
@@ -333,7 +313,7 @@ def _stock_change(*, sku, kind, reason, actor, delta=None, set_to=None, expected
 
 def stock_rebuild_from_ledger(*, sku: str) -> Stock:
     """Set the counters to the ledger sums (the ledger is the record of truth), under the lock."""
-    product = product_get_for_stock(sku=sku.strip().upper())
+    product = product_get_for_stock(sku=sku_normalise(sku))
     with stock_section(skus=[product.sku]):
         stock = Stock.objects.get(product=product)
         sums = StockMovement.objects.filter(stock=stock).aggregate(

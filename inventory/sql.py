@@ -12,9 +12,9 @@ from typing import NamedTuple
 from django.db import connection
 from django.utils import timezone
 
+from core.db import insert_returning, select_in, select_in_statement, statements_run
 from inventory.errors import StockInvariantBroken
 from inventory.models import Reservation, Stock, StockMovement
-from shop.basemodels import insert_returning, select_in, select_in_statement, statements_run
 
 
 def stock_reserve(*, product_id: int, quantity: int) -> bool:

@@ -13,11 +13,11 @@ from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils import timezone
 
-from inventory.errors import DomainError
+from core.admin import ReadOnlyAdminMixin, SoftDeleteAdmin
+from core.errors import DomainError
 from orders.models import Order, OrderLine, Payment
 from orders.selectors import order_list_deletable, order_list_overdue
 from orders.services import order_cancel, order_release_expired
-from shop.admin_base import ReadOnlyAdminMixin, SoftDeleteAdmin
 
 logger = logging.getLogger(__name__)
 

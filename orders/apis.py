@@ -4,13 +4,25 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import generics, serializers, status
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
+from rest_framework.throttling import UserRateThrottle
 from rest_framework.views import APIView
 
-from config.api import ErrorSerializer, InsufficientStockErrorSerializer, OrderCreateThrottle, StrictIntegerField
+from core.api import ErrorSerializer, StrictIntegerField
+from inventory.apis import InsufficientStockErrorSerializer
 from orders.errors import IdempotencyKeyRequired, SimulationDisabled
 from orders.payments import SimulatedGateway
 from orders.selectors import order_find_for_customer, order_list_for_customer
 from orders.services import order_cancel, order_pay, order_place
+from shop.models import SKU_MAX_LENGTH
+
+
+class OrderCreateThrottle(UserRateThrottle):
+    """Per-customer limit on placing orders; the rate is read per request so settings can change it."""
+
+    scope = "order_create"
+
+    def get_rate(self):
+        return settings.ORDER_THROTTLE_RATE
 
 
 class OrderLineOutputSerializer(serializers.Serializer):
@@ -63,7 +75,7 @@ class OrderCollectionApi(generics.ListAPIView):
 
     class OrderCreateInputSerializer(serializers.Serializer):
         class OrderLineInputSerializer(serializers.Serializer):
-            sku = serializers.CharField(max_length=64)
+            sku = serializers.CharField(max_length=SKU_MAX_LENGTH)
             quantity = StrictIntegerField(min_value=1, max_value=settings.MAX_LINE_QUANTITY)
 
         items = OrderLineInputSerializer(

@@ -1,4 +1,4 @@
-from inventory.errors import DomainError
+from core.errors import DomainError
 
 
 class IdempotencyConflict(DomainError):

@@ -5,7 +5,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from shop.basemodels import BaseModel
+from core.models import BaseModel
 
 # No 0/O/1/I: numbers get read out over the phone.
 _NUMBER_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"

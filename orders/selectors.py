@@ -7,9 +7,9 @@ from django.db.models import Q, QuerySet
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from core.clock import db_now
 from inventory.models import Reservation
 from orders.models import Order, Payment
-from shop.clock import db_now
 
 FINAL_STATUSES = [Order.Status.PAID, Order.Status.CANCELLED, Order.Status.EXPIRED, Order.Status.PAYMENT_FAILED]
 

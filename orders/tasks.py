@@ -8,7 +8,9 @@ from django.conf import settings
 from django.db import OperationalError
 
 from inventory.errors import LockTimeout, LockUnavailable
+from inventory.selectors import stock_books
 from orders.models import Order
+from orders.selectors import order_list_deleted_holding_stock, order_list_stuck_holding_stock
 from orders.services import (
     order_release_expired,
     order_release_failed_payments,
@@ -48,6 +50,27 @@ def settle_payments() -> int:
     if settled:
         logger.info("payment sweep: %d charge(s) settled", settled)
     return settled
+
+
+@shared_task
+def reconcile_stock() -> int:
+    """Check the books and shout about any drift; repairs are a person's call (manage.py reconcile --fix)."""
+    drifted = [row for row in stock_books() if row.drifted]
+    for row in drifted:
+        logger.error("STOCK DRIFT %s", row.describe())
+    stuck = list(order_list_stuck_holding_stock().values_list("number", flat=True))
+    if stuck:
+        logger.error("STOCK DRIFT: %d final order(s) still hold stock: %s", len(stuck), ", ".join(stuck[:20]))
+    hidden = [
+        f"{number} ({status})" for number, status in order_list_deleted_holding_stock().values_list("number", "status")
+    ]
+    if hidden:
+        logger.error(
+            "STOCK DRIFT: %d deleted order(s) still hold stock, which no sweep releases: %s",
+            len(hidden),
+            ", ".join(hidden[:20]),
+        )
+    return len(drifted) + len(stuck) + len(hidden)
 
 
 def _logged(name: str, sweep) -> int:

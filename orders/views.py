@@ -11,8 +11,9 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from config.api import connection_lost
-from inventory.errors import DomainError, InsufficientStock, LockTimeout, LockUnavailable
+from core.db import connection_lost
+from core.errors import DomainError
+from inventory.errors import InsufficientStock, LockTimeout, LockUnavailable
 from orders.errors import IdempotencyConflict
 from orders.payments import SimulatedGateway
 from orders.selectors import order_find_for_customer, order_list_for_visitor

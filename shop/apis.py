@@ -5,7 +5,8 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.api import ErrorSerializer
+from core.api import ErrorSerializer
+from shop.models import SKU_MAX_LENGTH
 from shop.selectors import product_find_for_catalog, product_list_for_catalog
 
 ORDERINGS = ["sku", "-sku", "name", "-name", "price", "-price", "available", "-available"]
@@ -28,7 +29,7 @@ class ProductListApi(generics.ListAPIView):
 
     class ProductFilterSerializer(serializers.Serializer):
         # A blank filter means no filter (as in an HTML form).
-        sku = serializers.CharField(required=False, allow_blank=True, max_length=64)
+        sku = serializers.CharField(required=False, allow_blank=True, max_length=SKU_MAX_LENGTH)
         search = serializers.CharField(
             required=False, allow_blank=True, max_length=100, help_text="Part of the product name."
         )

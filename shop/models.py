@@ -3,7 +3,10 @@ from decimal import Decimal
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
-from shop.basemodels import BaseModel
+from core.errors import InvalidInput
+from core.models import BaseModel
+
+SKU_MAX_LENGTH = 64
 
 sku_validator = RegexValidator(
     regex=r"^[A-Z0-9][A-Z0-9._-]{0,63}$",
@@ -12,9 +15,20 @@ sku_validator = RegexValidator(
 )
 
 
+def sku_normalise(value, *, field: str = "sku") -> str:
+    """A SKU as the catalog stores it: without the spaces around it, in upper case.
+
+    The one place a SKU from outside (a form, a URL, an order line, a command) is normalised. Anything
+    that cannot be one (not a string, blank, too long) is ``InvalidInput`` on ``field``.
+    """
+    if not isinstance(value, str) or not value.strip() or len(value.strip()) > SKU_MAX_LENGTH:
+        raise InvalidInput(fields={field: "Must be a SKU string."})
+    return value.strip().upper()
+
+
 class Product(BaseModel):
     # Unique across deleted rows too, so a restored product never collides with a newer one.
-    sku = models.CharField(max_length=64, unique=True, validators=[sku_validator])
+    sku = models.CharField(max_length=SKU_MAX_LENGTH, unique=True, validators=[sku_validator])
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     price = models.DecimalField(max_digits=12, decimal_places=2, validators=[MinValueValidator(Decimal("0"))])

@@ -5,9 +5,10 @@ from typing import NamedTuple
 from django.db.models import F, QuerySet
 from django.db.models.functions import Coalesce
 
-from inventory.errors import ProductUnavailable, UnknownProduct
-from shop.basemodels import select_in
-from shop.models import Product
+from core.db import select_in
+from core.errors import InvalidInput
+from shop.errors import ProductUnavailable, UnknownProduct
+from shop.models import Product, sku_normalise
 
 
 class OrderableProduct(NamedTuple):
@@ -76,7 +77,7 @@ def product_list_for_catalog(
         .annotate(available=Coalesce(F("stock__on_hand") - F("stock__reserved"), 0))
     )
     if sku:
-        products = products.filter(sku=sku.strip().upper())
+        products = products.filter(sku=sku_normalise(sku))
     if search:
         products = products.filter(name__icontains=search)
     if in_stock is not None:
@@ -85,4 +86,9 @@ def product_list_for_catalog(
 
 
 def product_find_for_catalog(*, sku: str) -> Product | None:
-    return product_list_for_catalog().filter(sku=sku.strip().upper()).first()
+    """The product for sale with this SKU (in any case); None for a SKU no product has."""
+    try:
+        sku = sku_normalise(sku)
+    except InvalidInput:
+        return None  # no product could have it
+    return product_list_for_catalog().filter(sku=sku).first()

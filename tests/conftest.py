@@ -101,10 +101,18 @@ def staff_user(django_user_model):
 
 
 @pytest.fixture
-def celery_eager():
-    """Run tasks in-process for service-level tests (the worker tests start real workers instead)."""
+def celery_eager(monkeypatch):
+    """Run tasks in-process for service-level tests (the worker tests start real workers instead).
+
+    Also those a service sends by name: Celery's eager mode leaves ``send_task`` to the broker, so here it
+    runs the registered task as ``delay`` does.
+    """
     from config.celery import app
 
+    app.loader.import_default_modules()  # every app's tasks registered, as in a worker
+    monkeypatch.setattr(
+        app, "send_task", lambda name, args=None, kwargs=None, **options: app.tasks[name].apply_async(args, kwargs)
+    )
     app.conf.task_always_eager = True
     app.conf.task_eager_propagates = True
     yield

@@ -7,6 +7,7 @@ recorded from its ``retry`` call. The service each task calls fails once, then r
 import pytest
 from django.db import OperationalError
 
+from core.db import SERVER_GONE
 from inventory.errors import LockTimeout, LockUnavailable
 from orders import tasks
 from orders.services import order_place
@@ -18,7 +19,7 @@ TASKS = [
     (tasks.sweep_failed_payments, "order_release_failed_payments"),
     (tasks.settle_payments, "payment_list_settle"),
 ]
-ERRORS = [LockTimeout(), LockUnavailable(), OperationalError(2006, "MySQL server has gone away")]
+ERRORS = [LockTimeout(), LockUnavailable(), OperationalError(SERVER_GONE, "MySQL server has gone away")]
 
 
 @pytest.mark.parametrize("error", ERRORS, ids=lambda error: type(error).__name__)

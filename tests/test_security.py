@@ -17,6 +17,7 @@ from rest_framework.test import APIClient
 
 from config import error_views
 from config.api import LoginThrottle
+from core.db import SERVER_GONE
 from tests.conftest import client_for
 from tests.faults.conftest import mysql_session
 from tests.processes import wait_for
@@ -264,7 +265,7 @@ def test_an_unexpected_page_error_is_a_plain_500_page(monkeypatch, db):
 
 def lost_connection(*args, **kwargs):
     """What MariaDB's client raises when the server restarts or fails over mid-request."""
-    raise OperationalError(2006, "Server has gone away")
+    raise OperationalError(SERVER_GONE, "Server has gone away")
 
 
 def queries_waiting_for(session, table: str) -> list[int]:

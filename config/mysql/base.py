@@ -9,7 +9,7 @@ outside a transaction still runs in autocommit: the switch goes first, on the sa
 Nothing is left uncommitted by the wait: Django commits or rolls back before it turns autocommit
 on (its contract for ``set_autocommit``), so the switch has no open transaction to commit.
 
-It also lets ``shop.basemodels.statements_run`` send several statements in one round trip
+It also lets ``core.db.statements_run`` send several statements in one round trip
 (mysqlclient's MULTI_STATEMENTS flag). Only that helper sends more than one, with every value passed
 as a parameter, as all of Django's SQL is: the flag adds nothing an injection could use unless a
 value were pasted into SQL, which nothing here does.
@@ -41,7 +41,7 @@ class LazyAutocommitConnection(Connection):
 
 
 class DatabaseFeatures(features.DatabaseFeatures):
-    can_send_statements_together = True  # see shop.basemodels.statements_run
+    can_send_statements_together = True  # see core.db.statements_run
 
 
 class DatabaseWrapper(base.DatabaseWrapper):

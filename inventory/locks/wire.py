@@ -29,7 +29,7 @@ from typing import Any
 
 import msgspec
 
-from inventory.errors import DomainError
+from core.errors import DomainError
 
 # --- Keys ------------------------------------------------------------------------------------------
 

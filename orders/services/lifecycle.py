@@ -4,6 +4,7 @@ Every status change is a conditional UPDATE on the current status (``_order_tran
 payment racing an expiry has exactly one winner, and the stock change rides in the same transaction.
 """
 
+from celery import current_app
 from django.db import transaction
 from django.db.models.functions import Now
 
@@ -20,6 +21,9 @@ from orders.errors import (
 from orders.models import Order
 
 Status = Order.Status
+
+# Enqueued by name: orders.tasks imports these services, so they do not import it back.
+RELEASE_ORDER_STOCK = "orders.tasks.release_order_stock"
 
 
 def _order_transition(order: Order, *, from_statuses, to: str, **fields) -> bool:
@@ -59,13 +63,11 @@ def order_fail_payment(*, order: Order) -> bool:
     release runs in a task after commit; the failed-payments sweep catches any that were missed.
     Returns False if the order was no longer awaiting payment.
     """
-    from orders.tasks import release_order_stock
-
     with transaction.atomic():
         if not _order_transition(order, from_statuses=[Status.AWAITING_PAYMENT], to=Status.PAYMENT_FAILED):
             return False
         # robust: the change has committed; a broker that is down is logged, and the sweep releases instead.
-        transaction.on_commit(lambda: release_order_stock.delay(order.pk), robust=True)
+        transaction.on_commit(lambda: current_app.send_task(RELEASE_ORDER_STOCK, args=[order.pk]), robust=True)
     return True
 
 

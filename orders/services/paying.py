@@ -7,7 +7,9 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from inventory.errors import DomainError, InsufficientStock
+from core.clock import db_now
+from core.errors import DomainError
+from inventory.errors import InsufficientStock
 from inventory.models import Reservation
 from inventory.section import stock_section
 from inventory.services import (
@@ -27,7 +29,6 @@ from orders.selectors import (
     payment_list_unsettled,
 )
 from orders.services.lifecycle import Status, _order_reload, _order_transition
-from shop.clock import db_now
 from shop.selectors import product_map_orderable
 
 logger = logging.getLogger(__name__)

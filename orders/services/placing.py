@@ -18,12 +18,14 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import IntegrityError
 
+from core.clock import db_now
+from core.db import bulk_insert, from_row, is_duplicate_key, retry_on_deadlock, select_in
+from core.errors import InvalidInput
 from inventory.batching import Batch, Demand, stock_section_batched
-from inventory.errors import InsufficientStock, InvalidInput, LockTimeout, LockUnavailable
+from inventory.errors import InsufficientStock, LockTimeout, LockUnavailable
 from inventory.services import (
     ReservationLine,
     StockLine,
-    retry_on_deadlock,
     stock_lines_validate,
     stock_reservations_create,
 )
@@ -35,8 +37,6 @@ from orders.selectors import (
     order_list_overdue_holding,
 )
 from orders.services.lifecycle import order_expire
-from shop.basemodels import bulk_insert, from_row, select_in
-from shop.clock import db_now
 from shop.selectors import OrderableProduct, product_map_for_sale, products_orderable
 
 logger = logging.getLogger(__name__)
@@ -48,9 +48,6 @@ OVERDUE_EXPIRY_LIMIT = 50
 
 # A batch can fail on another buyer's duplicate key after a lost lock; the buyer then tries on its own.
 PLACE_ATTEMPTS = 3
-
-
-DUPLICATE_KEY = 1062  # MySQL/MariaDB error number
 
 
 def _fingerprint(lines) -> str:
@@ -159,7 +156,7 @@ def order_place(*, customer=None, email: str = "", items, idempotency_key: str) 
                 if isinstance(exc, InsufficientStock):
                     raise exc from None
                 raise
-            if not _is_duplicate_key(exc) or attempt == PLACE_ATTEMPTS:
+            if not is_duplicate_key(exc) or attempt == PLACE_ATTEMPTS:
                 raise
             logger.warning("order placement hit a duplicate key (a lost lock?); trying again: %s", exc)
     if placed.replayed:
@@ -171,10 +168,6 @@ def order_place(*, customer=None, email: str = "", items, idempotency_key: str) 
         | {"id": placed.id, "created_at": placed.created_at, "updated_at": placed.created_at}
         | {"is_deleted": False, "deleted_at": None},
     )
-
-
-def _is_duplicate_key(exc: Exception) -> bool:
-    return isinstance(exc, IntegrityError) and exc.args[:1] == (DUPLICATE_KEY,)
 
 
 def _order_place_one(request: _PlaceRequest, batch: "_OrderBatch") -> _Placed:

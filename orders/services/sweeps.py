@@ -8,18 +8,16 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q, Sum
 
+from core.clock import db_now
+from core.db import retry_on_deadlock
 from inventory.errors import LockTimeout
 from inventory.section import stock_section
-from inventory.services import (
-    retry_on_deadlock,
-)
 from orders.models import Order, OrderLine
 from orders.selectors import (
     order_list_final_holding_stock,
     order_list_overdue,
 )
 from orders.services.lifecycle import Status, order_expire, order_reservations_settle
-from shop.clock import db_now
 
 logger = logging.getLogger(__name__)
 

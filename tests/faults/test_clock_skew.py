@@ -10,9 +10,9 @@ from datetime import datetime, timedelta
 import pytest
 from django.conf import settings
 
+from core.clock import db_now
 from orders.models import Order
 from orders.services import order_place, order_release_expired
-from shop.clock import db_now
 from tests.conftest import stock_of
 from tests.faults.conftest import assert_books
 from tests.processes import ROOT, process_env

@@ -13,6 +13,7 @@ import pytest
 from django.conf import settings
 from django.db import OperationalError, connection
 
+from core.db import LOST_CONNECTION
 from inventory.models import StockMovement
 from orders.models import Order, Payment
 from orders.services import order_cancel, order_pay, order_place, payment_list_settle
@@ -86,7 +87,7 @@ def test_a_payment_committed_whose_acknowledgement_is_lost_is_kept_not_refunded(
     def commit_then_lose_the_answer(real_commit):
         real_commit()
         _kill(connection.connection.thread_id())
-        raise OperationalError(2013, "Lost connection to server during query")
+        raise OperationalError(LOST_CONNECTION, "Lost connection to server during query")
 
     _at_the_next_commit(monkeypatch, gateway, commit_then_lose_the_answer)
 

@@ -10,8 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.db import connections
 
+from core.errors import DomainError
 from inventory import batching
-from inventory.errors import DomainError, InsufficientStock, LockTimeout, LockUnavailable
+from inventory.errors import InsufficientStock, LockTimeout, LockUnavailable
 from orders.models import Order
 from orders.services import order_place
 from tests.conftest import assert_told_their_orders, stock_of

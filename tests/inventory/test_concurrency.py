@@ -11,7 +11,8 @@ from django.db import connection, transaction
 from django.test import override_settings
 
 import inventory.sql
-from inventory.errors import DomainError, InsufficientStock
+from core.errors import DomainError
+from inventory.errors import InsufficientStock
 from inventory.locks import held_skus, sku_locks
 from inventory.locks.wire import lock_key
 from inventory.models import Stock

@@ -8,8 +8,8 @@ from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
 import orders.services.sweeps
+from core.db import DEADLOCK, retry_on_deadlock
 from inventory.models import Stock
-from inventory.services import retry_on_deadlock
 from orders.models import Order
 from orders.services import order_place, order_release_expired
 from tests.conftest import assert_books_balance, stock_of
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_a_real_deadlock_victim_is_retried_and_both_transactions_commit(make_product):
-    """Two sessions lock two rows in opposite orders: MariaDB kills one (1213), which runs again and commits."""
+    """Two sessions lock two rows in opposite orders: MariaDB rolls one back as the victim, which runs again."""
     first, second = (stock_of(make_product(stock=1)).pk for _ in range(2))
     both_hold_one = threading.Barrier(2, timeout=30)
     attempts, failures = [], []
@@ -57,7 +57,7 @@ def test_the_expiry_sweep_retries_an_order_whose_release_was_a_deadlock_victim(m
     def deadlocked_once(*, order):
         calls.append(order.number)
         if len(calls) == 1:
-            raise OperationalError(1213, "Deadlock found when trying to get lock; try restarting transaction")
+            raise OperationalError(DEADLOCK, "Deadlock found when trying to get lock; try restarting transaction")
         return real(order=order)
 
     monkeypatch.setattr(orders.services.sweeps, "order_expire", deadlocked_once)

@@ -5,10 +5,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from bench.redis_wire import redis_round_trips
+from core.clock import db_now
 from inventory.services import stock_reserve
 from orders.models import Order
 from orders.services import order_place
-from shop.clock import db_now
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

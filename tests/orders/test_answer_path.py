@@ -12,8 +12,8 @@ from django.core.cache import caches
 from django.db import connections
 from django.utils import timezone
 
+from core.errors import DomainError
 from inventory import batching
-from inventory.errors import DomainError
 from inventory.locks.queue import QueuedLock
 from orders import services
 from orders.models import Order

@@ -13,7 +13,7 @@ import pytest
 from django.conf import settings
 from django.core.cache import caches
 
-from inventory.errors import DomainError
+from core.errors import DomainError
 from inventory.locks.queue import QueuedLock
 from inventory.locks.wire import lock_key
 from orders import services

@@ -6,8 +6,8 @@ from multiprocessing.pool import ThreadPool
 
 import pytest
 
+from core.errors import DomainError
 from inventory import batching
-from inventory.errors import DomainError
 from inventory.locks import lock_list
 from orders import services
 from orders.models import Order

@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 import pytest
 from django.db import connection
 
+from core.db import LOST_CONNECTION
 from inventory.locks import lock_list, sku_locks
 from orders.models import Order
 from orders.services import order_place
@@ -128,7 +129,7 @@ def test_resending_the_checkout_form_after_its_connection_was_killed_lands_on_it
         resent = buyer.open("/checkout/", form)  # the same form again, as a browser resends it
         shown = buyer.open(resent[1])
 
-    assert "database connection lost during checkout: (2013" in log.read_text()
+    assert f"database connection lost during checkout: ({LOST_CONNECTION}" in log.read_text()
     status, location, first_page = answers[0]
     assert (status, location) == (200, "")  # the page, not an error: the buyer can submit it again
     assert "could not confirm your order" in first_page

@@ -41,7 +41,7 @@ def test_a_duplicate_key_after_a_lost_lock_returns_the_order_placed_meanwhile(ma
         return found
 
     monkeypatch.setattr(orders.services.placing, "_orders_by_key", rival_places_our_key)
-    order = place()  # its INSERT hits the rival's row: a duplicate key (1062), then the replay lookup
+    order = place()  # its INSERT hits the rival's row: a duplicate key, then the replay lookup
 
     assert order.number == rival["order"].number
     assert Order.objects.count() == 1

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from inventory.errors import DomainError
+from core.errors import DomainError
 from inventory.models import Reservation, StockMovement
 from orders.models import Order
 from orders.services import order_cancel, order_expire, order_fail_payment, order_pay, order_place

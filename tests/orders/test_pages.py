@@ -5,6 +5,7 @@ import re
 import pytest
 from django.db import OperationalError
 
+from core.db import LOST_CONNECTION
 from inventory.errors import LockTimeout, LockUnavailable
 from orders.models import Order
 from orders.services import order_place
@@ -146,7 +147,7 @@ def failing(failure):
 UNKNOWN_OUTCOMES = {
     "lock_timeout": LockTimeout("The outcome of this request is unknown; retry with the same key"),
     "lock_unavailable": LockUnavailable(),
-    "connection_lost": OperationalError(2013, "Lost connection to server during query"),
+    "connection_lost": OperationalError(LOST_CONNECTION, "Lost connection to server during query"),
 }
 
 

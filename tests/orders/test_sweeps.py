@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 import orders.services.sweeps
-from inventory.errors import DomainError
+from core.errors import DomainError
 from inventory.models import Reservation
 from orders.models import Order, OrderLine, Payment
 from orders.services import (

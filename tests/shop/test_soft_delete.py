@@ -2,10 +2,10 @@ import time
 
 import pytest
 
-from inventory.errors import ProductUnavailable
 from inventory.models import Reservation
 from inventory.services import stock_adjust, stock_restock
 from orders.services import order_cancel, order_pay, order_place
+from shop.errors import ProductUnavailable
 from shop.models import Product
 from tests.conftest import stock_of
 

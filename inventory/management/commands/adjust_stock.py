@@ -1,7 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from inventory.errors import DomainError
+from core.errors import DomainError
 from inventory.services import stock_adjust
 
 

@@ -3,7 +3,7 @@ import sys
 from django.core.management.base import BaseCommand
 from tqdm import tqdm
 
-from config.commands import int_between
+from core.commands import int_between
 from orders.selectors import order_list_overdue
 from orders.services import order_release_expired
 

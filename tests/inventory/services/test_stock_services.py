@@ -1,20 +1,13 @@
 import pytest
 from django.db import transaction
 
-from inventory.errors import (
-    BelowReserved,
-    DuplicateLine,
-    InsufficientStock,
-    InvalidInput,
-    InvalidQuantity,
-    ProductUnavailable,
-    StaleStock,
-    UnknownProduct,
-)
+from core.errors import InvalidInput, InvalidQuantity
+from inventory.errors import BelowReserved, DuplicateLine, InsufficientStock, StaleStock
 from inventory.models import Reservation, Stock, StockMovement
 from inventory.services import stock_adjust, stock_commit, stock_release, stock_restock, stock_section
 from orders.models import Order
 from orders.services import order_place
+from shop.errors import ProductUnavailable, UnknownProduct
 from tests.conftest import assert_books_balance, stock_of
 
 pytestmark = pytest.mark.django_db

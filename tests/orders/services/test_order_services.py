@@ -4,7 +4,8 @@ import pytest
 from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 
-from inventory.errors import InvalidInput
+from config.celery import app
+from core.errors import InvalidInput
 from inventory.models import Reservation, StockMovement
 from orders.errors import IdempotencyConflict, OrderExpired, OrderNotCancellable, OrderNotPayable, PaymentDeclined
 from orders.models import Order, new_order_number
@@ -16,7 +17,6 @@ from orders.services import (
     order_place,
     order_release_failed_payments,
 )
-from orders.tasks import release_order_stock
 from tests.conftest import assert_books_balance, stock_of
 
 pytestmark = pytest.mark.django_db
@@ -220,7 +220,7 @@ def test_a_failed_payment_with_the_broker_down_is_still_reported_done_and_the_sw
     def broker_down(*args, **kwargs):
         raise KombuOperationalError("[Errno 111] Connection refused")
 
-    monkeypatch.setattr(release_order_stock, "delay", broker_down)
+    monkeypatch.setattr(app, "send_task", broker_down)
     assert order_fail_payment(order=order) is True
 
     assert Order.objects.get(pk=order.pk).status == Order.Status.PAYMENT_FAILED

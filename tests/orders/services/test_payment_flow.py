@@ -5,13 +5,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from core.errors import InvalidInput
 from inventory import locks
-from inventory.errors import InvalidInput, ProductUnavailable
 from inventory.models import StockMovement
 from orders.errors import OrderNotFound
 from orders.models import Order
 from orders.payments import PaymentResult, SimulatedGateway
 from orders.services import order_cancel, order_expire, order_pay, order_place
+from shop.errors import ProductUnavailable
 from tests.conftest import assert_books_balance, stock_of
 
 pytestmark = pytest.mark.django_db

@@ -3,14 +3,14 @@ import logging
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from inventory.errors import DomainError
+from core.errors import DomainError
 from inventory.selectors import stock_books
 from inventory.services import stock_rebuild_from_ledger
 from orders.models import Order
 from orders.selectors import order_list_deleted_holding_stock, order_list_stuck_holding_stock
 from orders.services import order_reservations_settle
 
-logger = logging.getLogger("inventory.reconcile")
+logger = logging.getLogger("orders.reconcile")
 
 
 class Command(BaseCommand):

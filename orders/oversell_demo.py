@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from django.db import connections, transaction
 from django.db.models import F
 
-from inventory.errors import DomainError
+from core.errors import DomainError
 from inventory.locks import sku_locks
 from inventory.models import OversellDemoGoods, Stock
 from inventory.services import stock_restock

@@ -1,84 +1,78 @@
-"""Base models shared by every domain model: timestamps and soft delete.
+"""Database helpers every app shares: plain-SQL inserts and reads for the hot path, and MySQL's error numbers.
 
-``QuerySet.update()`` skips ``auto_now``, so our querysets stamp ``updated_at`` themselves:
-the inventory service's conditional UPDATEs keep the timestamp current too.
+The error numbers are named here and nowhere else; code asks ``is_duplicate_key``, ``connection_lost``
+or ``retry_on_deadlock`` instead of comparing numbers itself.
 """
 
-from django.db import connections, models, router
+import logging
+import time
+
+from django.db import IntegrityError, InterfaceError, OperationalError, connections, models, router
 from django.utils import timezone
 
+from core.models import BaseModel
 
-class TimestampedQuerySet(models.QuerySet):
-    def update(self, **kwargs):
-        kwargs.setdefault("updated_at", timezone.now())
-        return super().update(**kwargs)
+logger = logging.getLogger(__name__)
 
+# MySQL/MariaDB server errors.
+SERVER_SHUTDOWN = 1053  # the server is shutting down
+DUPLICATE_KEY = 1062  # a unique key refused the row
+LOCK_WAIT_TIMEOUT = 1205  # gave up waiting for a row lock
+DEADLOCK = 1213  # chosen as a deadlock victim
+CONNECTION_KILLED = 1927  # MariaDB: the connection was killed
+CLIENT_INACTIVE = 4031  # the server disconnected a client idle past its timeout
+# Client errors (mysqlclient).
+CANNOT_CONNECT_LOCAL = 2002  # no server on the local socket
+CANNOT_CONNECT = 2003  # no server at the host and port
+SERVER_GONE = 2006  # the server closed the connection
+LOST_CONNECTION = 2013  # the connection dropped during a query
 
-class TimestampedModel(models.Model):
-    created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    objects = TimestampedQuerySet.as_manager()
-
-    class Meta:
-        abstract = True
-
-
-class SoftDeleteQuerySet(TimestampedQuerySet):
-    def delete(self):
-        """Soft, also for the admin's bulk "delete selected" (it calls QuerySet.delete())."""
-        return self.update(is_deleted=True, deleted_at=timezone.now())
-
-    def hard_delete(self):
-        return super().delete()
-
-    def restore(self):
-        return self.update(is_deleted=False, deleted_at=None)
-
-    def alive(self):
-        return self.filter(is_deleted=False)
-
-    def deleted(self):
-        return self.filter(is_deleted=True)
-
-
-class SoftDeleteManager(models.Manager.from_queryset(SoftDeleteQuerySet)):
-    """Hides deleted rows."""
-
-    def get_queryset(self):
-        return super().get_queryset().filter(is_deleted=False)
+# The connection is gone (server down or restarting, connection killed or timed out): the transaction
+# was rolled back, so the request may be retried.
+CONNECTION_LOST_ERRORS = frozenset(
+    {
+        SERVER_SHUTDOWN,
+        CONNECTION_KILLED,
+        CLIENT_INACTIVE,
+        CANNOT_CONNECT_LOCAL,
+        CANNOT_CONNECT,
+        SERVER_GONE,
+        LOST_CONNECTION,
+    }
+)
+# The transaction is lost whole (the database rolls back a deadlock victim; after a lock wait timeout the
+# caller's atomic block rolls back), so running it again is safe.
+RETRYABLE_ERRORS = frozenset({DEADLOCK, LOCK_WAIT_TIMEOUT})
 
 
-AllObjectsManager = models.Manager.from_queryset(SoftDeleteQuerySet)
+def _error_number(exc: BaseException | None) -> int | None:
+    """The MySQL/MariaDB error number a database error carries, if any."""
+    args = getattr(exc, "args", None)
+    return args[0] if args and isinstance(args[0], int) else None
 
 
-class BaseModel(TimestampedModel):
-    """Timestamps plus soft delete: ``delete()`` hides the row, ``hard_delete()`` removes it."""
+def is_duplicate_key(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is a unique key refusing a row."""
+    return isinstance(exc, IntegrityError) and _error_number(exc) == DUPLICATE_KEY
 
-    is_deleted = models.BooleanField(default=False, db_index=True, editable=False)
-    deleted_at = models.DateTimeField(null=True, blank=True, editable=False)
 
-    objects = SoftDeleteManager()
-    all_objects = AllObjectsManager()
+def connection_lost(exc: BaseException | None) -> bool:
+    """Whether ``exc`` means the database connection is gone (the transaction rolled back: retry)."""
+    if isinstance(exc, InterfaceError):
+        return True
+    return isinstance(exc, OperationalError) and _error_number(exc) in CONNECTION_LOST_ERRORS
 
-    class Meta:
-        abstract = True
-        default_manager_name = "objects"
-        # Related lookups (an order line's product) must still reach soft-deleted rows.
-        base_manager_name = "all_objects"
 
-    def delete(self, using=None, keep_parents=False):
-        self.is_deleted = True
-        self.deleted_at = timezone.now()
-        self.save(update_fields=["is_deleted", "deleted_at", "updated_at"])
-
-    def hard_delete(self, using=None, keep_parents=False):
-        return super().delete(using=using, keep_parents=keep_parents)
-
-    def restore(self):
-        self.is_deleted = False
-        self.deleted_at = None
-        self.save(update_fields=["is_deleted", "deleted_at", "updated_at"])
+def retry_on_deadlock(func, *, attempts: int = 3):
+    """Run ``func`` (which opens its own transaction) again if it was a deadlock victim or timed out on a row lock."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return func()
+        except OperationalError as exc:
+            if _error_number(exc) not in RETRYABLE_ERRORS or attempt == attempts:
+                raise
+            logger.warning("database error %s on attempt %d of %d; retrying", exc.args[0], attempt, attempts)
+            time.sleep(0.05 * attempt)
 
 
 def bulk_insert(model: type[models.Model], rows: list[dict]) -> list[dict]:
@@ -87,7 +81,7 @@ def bulk_insert(model: type[models.Model], rows: list[dict]) -> list[dict]:
     ``bulk_create`` builds and prepares a model instance per row: for a batch of queued orders on the
     hot path that costs more than the database does (see bench/reserve.py). Every row must name the
     same fields; soft-delete and timestamp columns get their defaults here. Build instances from the
-    returned rows with ``from_row``. Uses INSERT ... RETURNING (MariaDB 10.5+, SQLite: ``shop.checks``).
+    returned rows with ``from_row``. Uses INSERT ... RETURNING (MariaDB 10.5+, SQLite: ``core.checks``).
     """
     if not rows:
         return []
@@ -160,8 +154,8 @@ def from_row(model: type[models.Model], row: dict) -> models.Model:
 def select_in(model: type[models.Model], columns: str, **values_in) -> list[tuple]:
     """Rows of ``SELECT columns FROM`` the model's table ``WHERE`` each named column is ``IN`` its values.
 
-    Plain SQL for reads a lock holder makes once per batch: building such a query with the ORM cost
-    4-5x the CPU of running it (bench/reserve.py). ``columns`` is SQL; the keywords are column names.
+    Plain SQL for reads a lock holder makes once per batch: building such a query with the ORM costs
+    more CPU than running it (bench/reserve.py). ``columns`` is SQL; the keywords are column names.
     """
     [rows] = statements_run(router.db_for_read(model), [select_in_statement(model, columns, **values_in)])
     return rows

@@ -1,4 +1,4 @@
-"""Admin pieces shared by the apps: soft delete, read-only registrations, views that call the stock services."""
+"""Admin pieces every app's admin shares: soft delete, read-only registrations, views that call locking services."""
 
 from django.contrib import admin, messages
 from django.contrib.admin.options import csrf_protect_m
@@ -13,7 +13,8 @@ class NonAtomicChangeformMixin:
 
     The stock services open a *durable* transaction inside the SKU lock so that the commit happens
     while the lock is held; Django wraps add/change POSTs in ``transaction.atomic()``, inside which
-    they refuse to run (and whose later commit would come after the lock's release).
+    they refuse to run (and whose later commit would come after the lock's release). An admin whose
+    form or ``save_model`` calls them takes this mixin.
     """
 
     @csrf_protect_m

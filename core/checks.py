@@ -6,12 +6,12 @@ from django.db import connections
 
 @register(Tags.database)
 def database_returns_inserted_ids(databases=None, **kwargs):
-    """The stock service inserts a batch's rows with INSERT ... RETURNING (``shop.basemodels``)."""
+    """``core.db.bulk_insert`` inserts a batch's rows with INSERT ... RETURNING (the stock service's hot path)."""
     return [
         Error(
             f"Database {alias!r} cannot return the ids of a multi-row INSERT.",
             hint="Use MariaDB 10.5 or later (or SQLite 3.35 or later): MySQL has no INSERT ... RETURNING.",
-            id="shop.E001",
+            id="core.E001",
         )
         for alias in databases or []
         if not connections[alias].features.can_return_rows_from_bulk_insert

@@ -1,4 +1,8 @@
-"""Catalog writes."""
+"""Products with their stock. The catalog knows nothing of stock, so a product is created here.
+
+Every product has a Stock row from the start (the stock services, the admin and the books count on
+it); its initial stock arrives through the stock service, so the ledger has it.
+"""
 
 import secrets
 from dataclasses import dataclass

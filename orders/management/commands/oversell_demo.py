@@ -4,8 +4,8 @@ from django.core.management.base import BaseCommand
 from django.db import connection
 from tqdm import tqdm
 
-from config.commands import int_between
-from inventory.oversell_demo import STRATEGIES, oversell_experiment_run
+from core.commands import int_between
+from orders.oversell_demo import STRATEGIES, oversell_experiment_run
 
 
 class Command(BaseCommand):

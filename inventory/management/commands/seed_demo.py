@@ -2,7 +2,7 @@ import os
 
 from django.core.management.base import BaseCommand
 
-from shop.services import demo_catalog_seed
+from inventory.products import demo_catalog_seed
 
 
 class Command(BaseCommand):

@@ -4,9 +4,9 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
+from core.checks import database_returns_inserted_ids
+from core.db import insert_returning, statements_run
 from inventory.models import Stock
-from shop.basemodels import insert_returning, statements_run
-from shop.checks import database_returns_inserted_ids
 from shop.models import Product
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -63,4 +63,4 @@ def test_a_database_that_cannot_return_inserted_ids_fails_the_system_check(monke
 
     monkeypatch.setattr(type(connection.features), "can_return_rows_from_bulk_insert", False)  # MySQL, not MariaDB
 
-    assert [error.id for error in database_returns_inserted_ids(databases=["default"])] == ["shop.E001"]
+    assert [error.id for error in database_returns_inserted_ids(databases=["default"])] == ["core.E001"]
