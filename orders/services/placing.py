@@ -19,7 +19,7 @@ from django.core.validators import validate_email
 from django.db import IntegrityError
 
 from core.clock import db_now
-from core.db import bulk_insert, from_row, is_duplicate_key, retry_on_deadlock, select_in
+from core.db import from_row, is_duplicate_key, retry_on_deadlock
 from core.errors import InvalidInput
 from inventory.batching import Batch, Demand, stock_section_batched
 from inventory.errors import InsufficientStock, LockTimeout, LockUnavailable
@@ -29,10 +29,11 @@ from inventory.services import (
     stock_lines_validate,
     stock_reservations_create,
 )
+from orders import sql
 from orders.errors import (
     IdempotencyConflict,
 )
-from orders.models import Order, OrderLine, new_order_number
+from orders.models import Order, new_order_number
 from orders.selectors import (
     order_list_overdue_holding,
 )
@@ -258,16 +259,14 @@ class _OrderBatch(Batch):
             return True
         if not self.stock.reserve():
             return False
-        orders = bulk_insert(
-            Order,
-            [_order_row(new.request, number=new.placed.number, expires_at=self.expires_at) for new in self.staged],
+        orders = sql.orders_insert(
+            rows=[_order_row(new.request, number=new.placed.number, expires_at=self.expires_at) for new in self.staged],
         )
         wanted = [
             (order, new, line) for order, new in zip(orders, self.staged, strict=True) for line in new.request.lines
         ]
-        lines = bulk_insert(
-            OrderLine,
-            [
+        lines = sql.order_lines_insert(
+            rows=[
                 {
                     "order_id": order["id"],
                     "product_id": new.products[line.sku].pk,
@@ -293,22 +292,8 @@ class _OrderBatch(Batch):
 
 
 def _orders_by_key(requests: list[_PlaceRequest]) -> dict[tuple[str, str], Order]:
-    """Orders already placed with these requests' idempotency keys.
-
-    Plain SQL: a lock holder runs it once per batch, and a batch of new orders finds none, so
-    building the query with the ORM would be most of its cost. Only replays, which are rare, are
-    loaded with the ORM.
-    """
-    # Both columns, so the (scope, hash) unique index answers it rather than a scan of every order.
-    ids = [
-        pk
-        for (pk,) in select_in(
-            Order,
-            "id",
-            idempotency_scope=sorted({r.scope for r in requests}),
-            idempotency_key_hash=sorted({r.key_hash for r in requests}),
-        )
-    ]
+    """Orders already placed with these requests' idempotency keys (replays, which are rare, load by ORM)."""
+    ids = sql.order_ids_with_keys(scopes={r.scope for r in requests}, key_hashes={r.key_hash for r in requests})
     if not ids:
         return {}
     return {

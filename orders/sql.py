@@ -1,0 +1,30 @@
+"""The order hot path's plain-SQL statements, each by name (the stock's are in ``inventory.sql``).
+
+A lock holder runs these once per batch of queued orders, while every buyer in the queue waits.
+Built with the ORM they cost more CPU than the database spends running them (see the profile in
+docs/benchmarks.md). Everything off the hot path uses the ORM.
+"""
+
+from core.db import bulk_insert, select_in
+from orders.models import Order, OrderLine
+
+
+def order_ids_with_keys(*, scopes, key_hashes) -> list[int]:
+    """Ids of the orders placed under any of these idempotency scopes and key hashes.
+
+    Both columns are given so the (scope, hash) unique index answers it, not a scan of every order.
+    """
+    return [
+        pk
+        for (pk,) in select_in(Order, "id", idempotency_scope=sorted(scopes), idempotency_key_hash=sorted(key_hashes))
+    ]
+
+
+def orders_insert(*, rows: list[dict]) -> list[dict]:
+    """Insert order rows (``Order`` attnames) in one statement; the rows as stored, with ``id`` and timestamps."""
+    return bulk_insert(Order, rows)
+
+
+def order_lines_insert(*, rows: list[dict]) -> list[dict]:
+    """Insert order line rows in one statement; the rows as stored, with ``id``."""
+    return bulk_insert(OrderLine, rows)
