@@ -132,9 +132,26 @@ def _yes(ok: bool) -> str:
     return "yes" if ok else "NO"
 
 
+def _pooled(paths: str) -> dict:
+    """One run from ``paths`` (comma-separated --json files): their rounds together, medians over all.
+
+    Pooled runs of each side, taken alternately, say more than one pair: on shared cores one run's
+    three-round median moves from run to run even for the same code.
+    """
+    runs = [json.loads(Path(path).read_text()) for path in paths.split(",")]
+    rounds = [figs for run in runs for figs in run["rounds"]]
+    return runs[0] | {
+        "app": " ".join(sorted({run["app"] for run in runs})),
+        "finished": max(run["finished"] for run in runs),
+        "rounds": rounds,
+        "median": {key: statistics.median(figs[key] for figs in rounds) for key in FIGURES if key in rounds[0]},
+        "oversold": [sum(run["oversold"][i] for run in runs) for i in (0, 1)],
+    }
+
+
 def compare(old_path: str, new_path: str) -> bool:
     """Print two runs side by side; true if every figure of the new one is within 10% of the old one's."""
-    old, new = (json.loads(Path(path).read_text()) for path in (old_path, new_path))
+    old, new = (_pooled(paths) for paths in (old_path, new_path))
     for label, path, each in (("old", old_path, old), ("new", new_path, new)):
         print(
             f"{label}: {path}, app {each['app']}, rounds {len(each['rounds'])} x {each['duration']} s timed, "
@@ -195,7 +212,12 @@ def main(argv=None):
         help="run against the app code of another checkout (give it a DATABASE_URL name of its own: "
         "the bench database is migrated with that checkout's migrations)",
     )
-    parser.add_argument("--compare", nargs=2, metavar=("OLD_JSON", "NEW_JSON"), help="compare two --json runs")
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("OLD_JSON", "NEW_JSON"),
+        help="compare two --json runs (each may be several, comma-separated: their rounds are pooled)",
+    )
     args = parser.parse_args(argv)
     if args.compare:
         sys.exit(0 if compare(*args.compare) else 1)
