@@ -178,7 +178,9 @@ if not 1 <= STOCK_BATCH_MIN <= STOCK_BATCH_MAX:
     raise environ.ImproperlyConfigured("STOCK_BATCH_MIN must be between 1 and STOCK_BATCH_MAX")
 MAX_STOCK_QUANTITY = env.int("MAX_STOCK_QUANTITY", default=1_000_000_000)
 
-PAYMENT_GATEWAY = env("PAYMENT_GATEWAY", default="orders.payments.SimulatedGateway")
+# The simulated gateway approves every charge: for development, tests and demos only (production refuses it).
+SIMULATED_PAYMENT_GATEWAY = "orders.payments.SimulatedGateway"
+PAYMENT_GATEWAY = env("PAYMENT_GATEWAY", default="") or SIMULATED_PAYMENT_GATEWAY
 
 # --- API ------------------------------------------------------------------------------------------
 

@@ -8,7 +8,14 @@ is read from the environment, and each default is the safe choice.
 from django.core.exceptions import ImproperlyConfigured
 
 from config.settings import *  # noqa: F403
-from config.settings import ALLOW_SIMULATED_PAYMENT_FAILURE, DEBUG, REDIS_MODE, env
+from config.settings import (
+    ALLOW_SIMULATED_PAYMENT_FAILURE,
+    DEBUG,
+    PAYMENT_GATEWAY,
+    REDIS_MODE,
+    SIMULATED_PAYMENT_GATEWAY,
+    env,
+)
 
 # --- Refusals ---------------------------------------------------------------------------------
 # A misconfigured production server must not start rather than run quietly unsafe.
@@ -22,6 +29,11 @@ if ALLOW_SIMULATED_PAYMENT_FAILURE:
     raise ImproperlyConfigured(
         "ALLOW_SIMULATED_PAYMENT_FAILURE is on, which config.settings_production refuses: it lets any "
         "customer make a payment fail on purpose. Unset it (it is for test and demo servers)."
+    )
+if PAYMENT_GATEWAY == SIMULATED_PAYMENT_GATEWAY:
+    raise ImproperlyConfigured(
+        "PAYMENT_GATEWAY is the simulated gateway, which config.settings_production refuses: it approves "
+        "every charge without taking any money. Set PAYMENT_GATEWAY to the dotted path of a real gateway."
     )
 if not env("DATABASE_URL", default="") or REDIS_MODE != "redis":
     # The SQLite file and the embedded Redis are for one machine's development; locking is proven on

@@ -37,6 +37,7 @@ def run_manage(*args: str, **env: str) -> subprocess.CompletedProcess:
         "DATABASE_URL": "mysql://shop:not-a-real-password@db.internal:3306/shop",
         "REDIS_URL": "redis://redis.internal:6379/0",
         "ALLOWED_HOSTS": "shop.example.com",
+        "PAYMENT_GATEWAY": "tests.orders.services.test_payment_flow.RecordingGateway",  # any but the simulated one
         **env,
     }
     return subprocess.run(
@@ -77,8 +78,18 @@ def test_the_production_settings_are_https_only():
         ({"ALLOWED_HOSTS": ""}, "Set ALLOWED_HOSTS"),
         ({"REDIS_URL": ""}, "config.settings_production needs DATABASE_URL and REDIS_URL"),
         ({"SECURE_PROXY_SSL_HEADER": "HTTP_X_FORWARDED_PROTO"}, "SECURE_PROXY_SSL_HEADER is HEADER,value"),
+        ({"PAYMENT_GATEWAY": "orders.payments.SimulatedGateway"}, "PAYMENT_GATEWAY is the simulated gateway"),
+        ({"PAYMENT_GATEWAY": ""}, "PAYMENT_GATEWAY is the simulated gateway"),
     ],
-    ids=["debug", "simulated-payment-failure", "no-allowed-hosts", "embedded-redis", "bad-proxy-header"],
+    ids=[
+        "debug",
+        "simulated-payment-failure",
+        "no-allowed-hosts",
+        "embedded-redis",
+        "bad-proxy-header",
+        "simulated-gateway",
+        "gateway-left-to-the-default",
+    ],
 )
 def test_the_production_settings_refuse_to_start_when_unsafe(env, message):
     result = run_manage("check", **env)
