@@ -8,10 +8,9 @@ from django.views.decorators.debug import sensitive_post_parameters
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import exceptions
 from rest_framework.authtoken.views import ObtainAuthToken
-from rest_framework.parsers import JSONParser
 
 from config.api import LoginThrottle
-from core.api import ErrorSerializer
+from core.api import ErrorSerializer, JSONParser
 
 
 class TokenObtainApi(ObtainAuthToken):

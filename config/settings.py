@@ -194,7 +194,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "config.api.exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["core.api.JSONParser"],
     # How many proxies in front of us append to X-Forwarded-For: throttles key on the client address
     # they report. 0 trusts only REMOTE_ADDR, so a client cannot dodge a per-IP limit by sending the header.
     "NUM_PROXIES": env.int("NUM_PROXIES", default=0),

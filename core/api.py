@@ -1,9 +1,10 @@
-"""API pieces every app's endpoints share: the refusal shape for the schema, strict integer input.
+"""API pieces every app's endpoints share: the refusal shape for the schema, strict integer input, the parser.
 
 ``config.api`` renders the refusals in this shape and maps their codes to HTTP statuses.
 """
 
-from rest_framework import serializers
+from rest_framework import parsers, serializers
+from rest_framework.exceptions import ParseError
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -21,3 +22,17 @@ class StrictIntegerField(serializers.IntegerField):
         if isinstance(data, bool) or not isinstance(data, int):
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+class JSONParser(parsers.JSONParser):
+    """DRF's JSON parser, with a body nested deeper than Python's recursion limit refused as malformed.
+
+    The standard library's decoder raises ``RecursionError`` there, which DRF does not catch: any
+    anonymous caller could turn a request into a 500.
+    """
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        try:
+            return super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise ParseError("JSON parse error - the body is nested too deeply.") from None

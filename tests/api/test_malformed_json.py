@@ -1,0 +1,47 @@
+"""A JSON body nested deeper than the parser can follow is a 400 ``malformed_json``, never a 500.
+
+The endpoints are those the API schema says take a request body, so a new one is covered as it comes.
+"""
+
+import re
+
+import pytest
+from drf_spectacular.generators import SchemaGenerator
+
+from config.error_views import API_PREFIX
+from orders.services import order_place
+from tests.conftest import client_for
+
+pytestmark = pytest.mark.django_db
+
+NESTED = "[" * 100_000 + "]" * 100_000
+
+
+def _operations_with_a_body() -> list[tuple[str, str]]:
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    return sorted(
+        (method.upper(), path)
+        for path, operations in schema["paths"].items()
+        for method, operation in operations.items()
+        if "requestBody" in operation
+    )
+
+
+def test_the_schema_lists_the_json_endpoints():
+    assert ("POST", f"{API_PREFIX}orders/") in _operations_with_a_body()
+    assert ("POST", f"{API_PREFIX}auth/token/") in _operations_with_a_body()
+
+
+@pytest.mark.parametrize(("method", "path"), _operations_with_a_body())
+def test_deeply_nested_json_is_refused_as_malformed(method, path, shop_staff, make_product):
+    """As shop staff, owning the order: every permission passes, so the body is what gets read."""
+    make_product(sku="MUG", stock=5)
+    order = order_place(customer=shop_staff, items=[{"sku": "MUG", "quantity": 1}], idempotency_key="k")
+    url = re.sub(r"\{sku\}", "MUG", re.sub(r"\{number\}", order.number, path))
+
+    response = client_for(shop_staff).generic(
+        method, url, NESTED, content_type="application/json", HTTP_IDEMPOTENCY_KEY="nested"
+    )
+
+    assert response.status_code == 400, response.content[:300]
+    assert response.json()["code"] == "malformed_json"
