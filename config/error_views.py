@@ -4,16 +4,48 @@ Django calls these (``handler400`` ... ``handler500`` in config/urls.py) once DE
 does not answer itself: unknown /api/ paths, and unexpected exceptions, which Django has logged already.
 """
 
+import re
 import sys
+from urllib.parse import urlsplit
 
 from django.http import HttpResponse, JsonResponse
 from django.template import loader
 from django.views import defaults
+from django.views.debug import SafeExceptionReporterFilter
 
 from config.api import DATABASE_UNAVAILABLE, RETRY_AFTER_SECONDS
 from core.db import connection_lost
 
 API_PREFIX = "/api/"
+
+
+class CredentialFilter(SafeExceptionReporterFilter):
+    """Django's filter for debug pages and error reports, which also masks settings that carry credentials
+    inside a URL: the Redis and broker URLs, cache locations, any DSN.
+
+    Django masks settings by name (KEY, SECRET, PASS, ...); a store's URL has none of those in its name.
+    Masked here: every setting named like a store location, and any URL with a user or password in it.
+    """
+
+    hidden_settings = re.compile(
+        SafeExceptionReporterFilter.hidden_settings.pattern + "|REDIS|BROKER|BACKEND|LOCATION|DSN|DATABASE_URL",
+        flags=re.IGNORECASE,
+    )
+
+    def cleanse_setting(self, key, value):
+        if isinstance(value, str) and _carries_credentials(value):
+            return self.cleansed_substitute
+        return super().cleanse_setting(key, value)
+
+
+def _carries_credentials(value: str) -> bool:
+    if "://" not in value:
+        return False
+    try:
+        parts = urlsplit(value)
+    except ValueError:  # a URL this cannot read: masked rather than shown
+        return True
+    return bool(parts.username or parts.password)
 
 
 def _is_api(request) -> bool:

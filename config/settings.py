@@ -58,6 +58,8 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "config.urls"
+# Debug pages and error reports mask the stores' URLs too, not only settings named like secrets.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "config.error_views.CredentialFilter"
 WSGI_APPLICATION = "config.wsgi.application"
 
 TEMPLATES = [

@@ -80,8 +80,16 @@ def test_with_nothing_configured_the_shop_runs_embedded(tmp_path):
     assert "Mode: embedded (SQLite file" in output
     assert "embedded Redis-compatible server" in output
     assert "Shop running at http://127.0.0.1:" in output
+    assert "Warning" not in output  # loopback only, by default
     assert status == 200
     assert (tmp_path / "shop.sqlite3").exists()
+
+
+def test_serving_beyond_this_machine_with_debug_on_is_warned_about(tmp_path):
+    env = {"SQLITE_PATH": str(tmp_path / "shop.sqlite3"), "EMBEDDED_REDIS_PORT": str(free_port()), "HOST": "0.0.0.0"}
+    output, status = run_shop(env)
+    assert "Warning: HOST=0.0.0.0 serves the shop with DEBUG on" in output
+    assert status == 200
 
 
 @pytest.mark.django_db(transaction=True)
