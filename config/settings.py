@@ -146,6 +146,8 @@ LOCK_CACHE_ALIAS = "locks"
 # --- Stock and orders -------------------------------------------------------------------------
 
 RESERVATION_TTL_SECONDS = env.int("RESERVATION_TTL_SECONDS", default=900)
+# How long after its expiry an order may still be paid as placed (at unchanged prices, if the stock allows).
+EXPIRED_ORDER_PAYABLE_SECONDS = env.int("EXPIRED_ORDER_PAYABLE_SECONDS", default=3600)
 # Hosts' clocks may disagree, so expiry runs on the database's clock; each process re-reads it this often
 # and counts the time between on its monotonic clock (core/clock.py).
 DB_CLOCK_RESYNC_SECONDS = env.float("DB_CLOCK_RESYNC_SECONDS", default=60.0)

@@ -171,8 +171,8 @@ def payment_list_settle(*, older_than: timedelta) -> int:
 
 
 def _order_reserve_again(order: Order) -> None:
-    """Reserve an expired order's lines anew (its products must still be for sale)."""
-    product_map_orderable(skus=order.skus)
+    """Reserve an expired order's lines anew, if it may be revived (``_order_check_revivable``)."""
+    _order_check_revivable(order, product_map_orderable(skus=order.skus))
     expires_at = db_now() + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
     if not _order_transition(order, from_statuses=[Status.EXPIRED], to=Status.AWAITING_PAYMENT, expires_at=expires_at):
         raise OrderNotPayable(number=order.number, status=order.status)
@@ -180,3 +180,18 @@ def _order_reserve_again(order: Order) -> None:
         stock_reserve(order=order, expires_at=expires_at)
     except InsufficientStock as exc:
         raise OrderExpired(number=order.number, shortages=exc.payload["shortages"]) from exc
+
+
+def _order_check_revivable(order: Order, products: dict) -> None:
+    """An expired order is paid as placed only within EXPIRED_ORDER_PAYABLE_SECONDS of its expiry (on the
+    database's clock) and while every line's price is unchanged; otherwise ``OrderExpired`` with today's
+    prices, and the buyer places a new order at them."""
+    lines = order.lines_with_products()
+    too_late = db_now() > order.expires_at + timedelta(seconds=settings.EXPIRED_ORDER_PAYABLE_SECONDS)
+    if too_late or any(products[line.product.sku].price != line.unit_price for line in lines):
+        prices = [{"sku": sku, "price": str(products[sku].price)} for sku in sorted(products)]
+        raise OrderExpired(
+            "The reservation expired too long ago, or a price changed since; place a new order.",
+            number=order.number,
+            prices=prices,
+        )

@@ -1,4 +1,5 @@
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 from django.utils import timezone
@@ -17,6 +18,7 @@ from orders.services import (
     order_place,
     order_release_failed_payments,
 )
+from shop.models import Product
 from tests.conftest import assert_books_balance, stock_of
 
 pytestmark = pytest.mark.django_db
@@ -152,6 +154,39 @@ def test_paying_an_expired_order_is_refused_when_its_stock_is_gone(make_product,
     order.refresh_from_db()
     assert order.status == Order.Status.EXPIRED
     assert stock_of(mug).reserved == 4
+    assert_books_balance(mug)
+
+
+def test_an_order_expired_longer_than_the_payable_window_cannot_be_paid(make_product, customer, settings):
+    settings.EXPIRED_ORDER_PAYABLE_SECONDS = 3600
+    mug = make_product(sku="MUG", stock=5)
+    order = overdue(place(customer, MUG=3))
+    order_expire(order=order)
+    Order.objects.filter(pk=order.pk).update(expires_at=timezone.now() - timedelta(seconds=3601))
+
+    with pytest.raises(OrderExpired) as error:
+        order_pay(order=order)
+
+    assert error.value.code == "order_expired"
+    assert error.value.payload["prices"] == [{"sku": "MUG", "price": "9.99"}]  # the buyer orders anew at these
+    order.refresh_from_db()
+    assert order.status == Order.Status.EXPIRED and stock_of(mug).reserved == 0
+    assert_books_balance(mug)
+
+
+def test_an_expired_order_whose_price_changed_cannot_be_paid_at_the_old_price(make_product, customer):
+    mug = make_product(sku="MUG", stock=5, price="9.99")
+    order = overdue(place(customer, MUG=3))
+    order_expire(order=order)
+    Product.objects.filter(pk=mug.pk).update(price=Decimal("12.50"))
+
+    with pytest.raises(OrderExpired) as error:
+        order_pay(order=order)
+
+    assert error.value.payload["prices"] == [{"sku": "MUG", "price": "12.50"}]
+    order.refresh_from_db()
+    assert order.status == Order.Status.EXPIRED and stock_of(mug).reserved == 0
+    assert not order.payments.exists()  # nothing was charged
     assert_books_balance(mug)
 
 
