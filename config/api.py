@@ -8,8 +8,10 @@ import hashlib
 import logging
 import math
 import re
+import unicodedata
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from rest_framework import exceptions, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
@@ -115,6 +117,22 @@ class Pagination(PageNumberPagination):
         return parameters
 
 
+def _login_name_ident(username: str) -> str:
+    """The name a login attempt counts against, resolved as authentication resolves it.
+
+    Django's login form strips and NFKC-normalises the name, DRF's strips it, and MySQL's collation folds
+    case and width when it looks the account up: "stan ", "stan\u3000" and a full-width "stan" all log in
+    as stan. So the attempt counts against the account that name finds, or, if none, the normalised name
+    (hashed: any length or character; casefolded as the collation compares).
+    """
+    name = unicodedata.normalize("NFKC", username.strip())
+    user_model = get_user_model()
+    try:
+        return f"account:{user_model._default_manager.get_by_natural_key(name).pk}"
+    except user_model.DoesNotExist:
+        return "user:" + hashlib.sha256(name.casefold().encode()).hexdigest()
+
+
 class LoginThrottle(SimpleRateThrottle):
     """Failed logins per client IP and per username: the token API, the login page and the admin share them.
 
@@ -130,8 +148,7 @@ class LoginThrottle(SimpleRateThrottle):
         super().__init__()
         idents = [f"ip:{self.get_ident(request)}"]
         if username:
-            # Hashed: any length or character; casefolded: MySQL's collation matches usernames that way.
-            idents.append("user:" + hashlib.sha256(username.casefold().encode()).hexdigest())
+            idents.append(_login_name_ident(username))
         self.keys = [self.cache_format % {"scope": self.scope, "ident": ident} for ident in idents]
         self.retry_after = None
 

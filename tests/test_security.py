@@ -227,6 +227,22 @@ def test_the_admin_login_is_throttled_too(shop_staff):
     assert web_login("stan", "pw-stan-123", ip="10.0.6.1", path="/admin/login/")[1].status_code == 429
 
 
+SPELLINGS = ["stan ", "stan\u3000", "\uff53\uff54\uff41\uff4e", "STAN"]  # space, ideographic space, full-width
+
+
+@pytest.mark.parametrize("spelling", SPELLINGS, ids=["trailing-space", "ideographic-space", "full-width", "upper"])
+def test_another_spelling_of_a_username_shares_its_budget_on_every_login(shop_staff, spelling):
+    """Each spelling logs in as ``stan`` (the forms strip and NFKC-normalise; MySQL's collation folds the
+    rest), so each must count against stan's one budget, on the API, the login page and the admin alike."""
+    assert token_login(spelling, "pw-stan-123", ip="10.0.7.1").status_code == 200  # it is stan's account
+    assert token_login("stan", "wrong", ip="10.0.7.2").status_code == 400
+    assert web_login(spelling, "wrong", ip="10.0.7.3")[1].status_code == 200
+    assert web_login(spelling, "wrong", ip="10.0.7.4", path="/admin/login/")[1].status_code == 200
+    assert_throttled(token_login(spelling, "wrong", ip="10.0.7.5"))
+    assert web_login(spelling, "pw-stan-123", ip="10.0.7.6")[1].status_code == 429
+    assert web_login("stan", "pw-stan-123", ip="10.0.7.7", path="/admin/login/")[1].status_code == 429
+
+
 # --- Errors show no internals ---------------------------------------------------------------------
 
 
