@@ -171,6 +171,7 @@ def test_behind_a_proxy_the_address_it_reports_is_throttled(settings, customer):
 
 
 @pytest.mark.parametrize("username", ["", "alice"], ids=["address", "address-and-username"])
+@pytest.mark.django_db(transaction=True)  # the threads look the username's account up, each on its own connection
 def test_parallel_guesses_cannot_pass_one_check_together(username):
     request = RequestFactory().post("/api/auth/token/", REMOTE_ADDR="10.0.3.1")
     barrier = threading.Barrier(20)
@@ -178,13 +179,17 @@ def test_parallel_guesses_cannot_pass_one_check_together(username):
 
     def guess():
         barrier.wait()
-        allowed.append(LoginThrottle(request, username=username).attempt())
+        try:
+            allowed.append(LoginThrottle(request, username=username).attempt())
+        finally:
+            connection.close()
 
     threads = [threading.Thread(target=guess) for _ in range(20)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    assert len(allowed) == 20  # every guess was judged
     if username:
         # Two counters: an attempt under the limit on one but over it on the other is refused (and gives
         # both back), so a burst may be admitted fewer than the rate, even none of it, but never more.
