@@ -11,6 +11,7 @@ and answers; a step sees one request and gets the answer it would get alone.
 """
 
 import logging
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Iterable
 from typing import ClassVar, NamedTuple
@@ -94,7 +95,7 @@ class StockPlan:
         del self._taken[mark:]
 
 
-class Batch:
+class Batch(ABC):
     """The requests of one kind that one lock holder carries out together, and what they share.
 
     A subclass names its ``kind``, its ``request_type`` (a dataclass or msgspec Struct: queued
@@ -112,17 +113,17 @@ class Batch:
         self.stock = StockPlan()
         self.staged: list = []
 
+    @abstractmethod
     def product_ids(self) -> set[int]:
         """The products whose stock the batch's requests may take."""
-        raise NotImplementedError
 
+    @abstractmethod
     def step(self, request):
         """The rules of one request: its result, or raise its ``DomainError``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def write(self) -> bool:
         """Store what is staged. False if an assumed take was not covered: nothing was stored."""
-        raise NotImplementedError
 
     def free_more(self) -> int:
         """Free units for requests the stock does not cover (before any unit is reserved); how many freed."""
