@@ -6,20 +6,18 @@ Every refusal is ``{"code": ..., "detail": ..., "fields": {...}}`` plus the erro
 
 import hashlib
 import logging
-import math
 import re
 import unicodedata
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from rest_framework import exceptions, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
-from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from core.db import connection_lost
 from core.errors import DomainError
+from core.throttling import CountingThrottle
 
 RETRY_AFTER_SECONDS = 1
 DATABASE_UNAVAILABLE = "The database connection failed. Retry with the same Idempotency-Key."
@@ -133,56 +131,17 @@ def _login_name_ident(username: str) -> str:
         return "user:" + hashlib.sha256(name.casefold().encode()).hexdigest()
 
 
-class LoginThrottle(SimpleRateThrottle):
+class LoginThrottle(CountingThrottle):
     """Failed logins per client IP and per username: the token API, the login page and the admin share them.
 
-    DRF's rate parsing, client address (``NUM_PROXIES``) and cache keys, but not its history list: that is
-    read and written back, so a burst of parallel guesses would all pass one check. Each attempt is counted
-    up front with Redis' atomic INCR instead (a fixed window of the rate's period), and a successful login
-    gives its count back, so only failures add up.
+    Each attempt is counted up front, and a successful login gives its count back, so only failures add up.
     """
 
     scope = "login"
+    rate_setting = "LOGIN_THROTTLE_RATE"
 
     def __init__(self, request, *, username: str):
-        super().__init__()
         idents = [f"ip:{self.get_ident(request)}"]
         if username:
             idents.append(_login_name_ident(username))
-        self.keys = [self.cache_format % {"scope": self.scope, "ident": ident} for ident in idents]
-        self.retry_after = None
-
-    def get_rate(self):
-        return settings.LOGIN_THROTTLE_RATE
-
-    def attempt(self) -> bool:
-        """Count one attempt; False (nothing counted, ``wait()`` set) once the IP or the username is over the rate."""
-        counts = [self._count(key) for key in self.keys]
-        over = [key for key, count in zip(self.keys, counts, strict=True) if count and count > self.num_requests]
-        if not over:
-            return True
-        self.succeeded()  # a refused attempt checks no password
-        self.retry_after = max(self.cache.ttl(key) or self.duration for key in over)
-        return False
-
-    def succeeded(self) -> None:
-        """Give the attempt back: a login that worked is not a guess."""
-        for key in self.keys:
-            try:
-                self.cache.decr(key)
-            except ValueError:
-                pass  # its window ended meanwhile
-
-    def wait(self):
-        return None if self.retry_after is None else max(1, math.ceil(self.retry_after))
-
-    def _count(self, key: str) -> int | None:
-        # None when Redis is down (the default cache ignores errors): logins then go unthrottled rather
-        # than nobody being able to log in.
-        for _ in range(2):
-            self.cache.add(key, 0, self.duration)
-            try:
-                return self.cache.incr(key)
-            except ValueError:
-                continue  # it expired between add and incr: start the next window
-        return None
+        super().__init__(idents)

@@ -35,7 +35,7 @@ class TokenObtainApi(ObtainAuthToken):
         if not throttle.attempt():
             raise exceptions.Throttled(wait=throttle.wait())
         response = super().post(request, *args, **kwargs)  # wrong credentials raise, and stay counted
-        throttle.succeeded()
+        throttle.give_back()  # a login that worked is not a guess
         return response
 
 
@@ -56,7 +56,7 @@ def login_throttled(view):
             return response
         response = view(request, *args, **kwargs)
         if response.status_code == 302 and request.user.is_authenticated:  # a failed login shows the form again
-            throttle.succeeded()
+            throttle.give_back()  # a login that worked is not a guess
         return response
 
     return wrapped

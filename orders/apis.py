@@ -2,9 +2,8 @@ from django.conf import settings
 from django.db.models import prefetch_related_objects
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, serializers, status
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotFound, Throttled
 from rest_framework.response import Response
-from rest_framework.throttling import UserRateThrottle
 from rest_framework.views import APIView
 
 from core.api import ErrorSerializer, StrictIntegerField
@@ -13,16 +12,8 @@ from orders.errors import IdempotencyKeyRequired, SimulationDisabled
 from orders.payments import SimulatedGateway
 from orders.selectors import order_find_for_customer, order_list_for_customer
 from orders.services import order_cancel, order_pay, order_place
+from orders.throttling import OrderThrottle
 from shop.models import SKU_MAX_LENGTH
-
-
-class OrderCreateThrottle(UserRateThrottle):
-    """Per-customer limit on placing orders; the rate is read per request so settings can change it."""
-
-    scope = "order_create"
-
-    def get_rate(self):
-        return settings.ORDER_THROTTLE_RATE
 
 
 class OrderLineOutputSerializer(serializers.Serializer):
@@ -85,9 +76,6 @@ class OrderCollectionApi(generics.ListAPIView):
     def get_queryset(self):
         return order_list_for_customer(customer=self.request.user)
 
-    def get_throttles(self):
-        return [OrderCreateThrottle()] if self.request.method == "POST" else super().get_throttles()
-
     @extend_schema(
         operation_id="orders_list",
         responses={
@@ -115,11 +103,16 @@ class OrderCollectionApi(generics.ListAPIView):
             403: CSRF_REFUSED,
             409: OpenApiResponse(InsufficientStockErrorSerializer, description="insufficient_stock, per SKU"),
             422: OpenApiResponse(ErrorSerializer, description="idempotency_conflict: key reused with another body"),
-            429: OpenApiResponse(ErrorSerializer, description="throttled; see Retry-After"),
+            429: OpenApiResponse(
+                ErrorSerializer, description="throttled: too many orders from this customer or address; see Retry-After"
+            ),
             503: BUSY,
         },
     )
     def post(self, request):
+        throttle = OrderThrottle(request)
+        if not throttle.attempt():
+            raise Throttled(wait=throttle.wait())
         key = request.headers.get("Idempotency-Key", "").strip()
         if not 1 <= len(key) <= 64:
             raise IdempotencyKeyRequired()

@@ -18,6 +18,7 @@ from orders.errors import IdempotencyConflict
 from orders.payments import SimulatedGateway
 from orders.selectors import order_find_for_customer, order_list_for_visitor
 from orders.services import order_cancel, order_pay, order_place
+from orders.throttling import OrderThrottle
 from shop.cart import cart_clear
 from shop.views import cart_lines
 
@@ -35,6 +36,12 @@ class CheckoutForm(forms.Form):
     email = forms.EmailField(required=False, max_length=254)
     # One key per checkout page, kept while its order may have been placed: submitting it twice places one order.
     idempotency_key = forms.CharField(widget=forms.HiddenInput, max_length=64)
+
+
+def _order_throttled(request, *, retry_after: int):
+    response = render(request, "orders/order_throttled.html", {"retry_after": retry_after}, status=429)
+    response["Retry-After"] = str(retry_after)
+    return response
 
 
 def checkout(request):
@@ -59,6 +66,9 @@ def checkout(request):
         elif not request.user.is_authenticated and not form.cleaned_data["email"]:
             form.add_error("email", "Give an email address, or log in.")
         else:
+            throttle = OrderThrottle(request, email=form.cleaned_data["email"])
+            if not throttle.attempt():
+                return _order_throttled(request, retry_after=throttle.wait())
             try:
                 order = order_place(
                     customer=request.user if request.user.is_authenticated else None,

@@ -122,5 +122,5 @@ def test_a_pickle_planted_among_the_cached_values_is_refused_and_runs_nothing(al
         cache.get("throttle_planted")
 
     assert not marker.exists()
-    cache.set("throttle_planted", [1.5, 2.5])  # what the shop caches (throttle histories) still round-trips
+    cache.set("throttle_planted", [1.5, 2.5])  # JSON values still round-trip
     assert cache.get("throttle_planted") == [1.5, 2.5]
