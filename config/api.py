@@ -40,6 +40,9 @@ STATUS_BY_CODE = {
     "order_not_payable": 409,
     "order_not_cancellable": 409,
     "order_expired": 409,
+    "sale_not_started": 409,
+    "limit_exceeded": 409,
+    "too_many_open_orders": 409,
     "payment_not_applied": 409,
     "ledger_inconsistent": 409,
     # IETF draft "The Idempotency-Key HTTP Header Field": a key reused with another payload is 422.

@@ -181,6 +181,8 @@ STOCK_BATCH_MIN = env.int("STOCK_BATCH_MIN", default=16)
 if not 1 <= STOCK_BATCH_MIN <= STOCK_BATCH_MAX:
     raise environ.ImproperlyConfigured("STOCK_BATCH_MIN must be between 1 and STOCK_BATCH_MAX")
 MAX_STOCK_QUANTITY = env.int("MAX_STOCK_QUANTITY", default=1_000_000_000)
+# Unpaid orders a guest may keep open per browser session and per client address.
+GUEST_MAX_OPEN_ORDERS_PER_CLIENT = env.int("GUEST_MAX_OPEN_ORDERS_PER_CLIENT", default=3)
 
 # The simulated gateway approves every charge: for development, tests and demos only (production refuses it).
 SIMULATED_PAYMENT_GATEWAY = "orders.payments.SimulatedGateway"

@@ -35,6 +35,16 @@ class OrderOutputSerializer(serializers.Serializer):
     lines = OrderLineOutputSerializer(many=True, source="lines.all")
 
 
+class OrderRefusedSerializer(InsufficientStockErrorSerializer):
+    """Why an order was not placed (409): short stock, a limit per customer, a sale not open yet."""
+
+    sku = serializers.CharField(required=False)
+    limit = serializers.IntegerField(required=False, help_text="limit_exceeded: units one customer may hold")
+    held = serializers.IntegerField(required=False, help_text="limit_exceeded: units the customer holds")
+    allowed = serializers.IntegerField(required=False, help_text="limit_exceeded: how many more may be ordered")
+    starts_at = serializers.DateTimeField(required=False, help_text="sale_not_started: when the sale opens")
+
+
 IDEMPOTENCY_KEY = OpenApiParameter(
     name="Idempotency-Key",
     location=OpenApiParameter.HEADER,
@@ -101,7 +111,11 @@ class OrderCollectionApi(generics.ListAPIView):
             ),
             401: UNAUTHENTICATED,
             403: CSRF_REFUSED,
-            409: OpenApiResponse(InsufficientStockErrorSerializer, description="insufficient_stock, per SKU"),
+            409: OpenApiResponse(
+                OrderRefusedSerializer,
+                description="insufficient_stock, per SKU; limit_exceeded (sku, limit, held, allowed); "
+                "sale_not_started (sku, starts_at)",
+            ),
             422: OpenApiResponse(ErrorSerializer, description="idempotency_conflict: key reused with another body"),
             429: OpenApiResponse(
                 ErrorSerializer, description="throttled: too many orders from this customer or address; see Retry-After"
@@ -119,7 +133,11 @@ class OrderCollectionApi(generics.ListAPIView):
         data = self.OrderCreateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         order = order_place(
-            customer=request.user, email=request.user.email, items=data.validated_data["items"], idempotency_key=key
+            customer=request.user,
+            email=request.user.email,
+            items=data.validated_data["items"],
+            idempotency_key=key,
+            client_address=throttle.get_ident(request),
         )
         prefetch_related_objects([order], "lines__product")  # the lines and the total read them once
         return Response(OrderOutputSerializer(order).data, status=status.HTTP_201_CREATED)
@@ -153,7 +171,7 @@ class OrderPayApi(APIView):
             403: CSRF_REFUSED,
             404: NOT_FOUND,
             409: OpenApiResponse(
-                InsufficientStockErrorSerializer,
+                OrderRefusedSerializer,
                 description="order_not_payable (cancelled or failed), order_expired (its stock is gone: shortages), "
                 "payment_not_applied (the charge was refunded before it could be applied: pay again)",
             ),

@@ -46,3 +46,17 @@ class IdempotencyKeyRequired(DomainError):
 class SimulationDisabled(DomainError):
     code = "simulation_disabled"
     default_detail = "Simulated payment failures are off on this server."
+
+
+class LimitExceeded(DomainError):
+    """``sku``, its ``limit`` per customer, the units the customer ``held`` and how many more are ``allowed``."""
+
+    code = "limit_exceeded"
+    default_detail = "This order would take more units of a product than one customer may hold."
+
+
+class TooManyOpenOrders(DomainError):
+    """A guest's browser or address already has ``limit`` unpaid orders."""
+
+    code = "too_many_open_orders"
+    default_detail = "There are too many unpaid orders from here; pay or cancel one first."

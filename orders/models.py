@@ -30,6 +30,10 @@ class Order(BaseModel):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="orders"
     )
     email = models.EmailField(blank=True)
+    # Who placed it, for the limits per customer: "user:<id>", or "email:<canonical address>" for a guest.
+    buyer = models.CharField(max_length=300, editable=False, db_index=True)
+    # The client's address as the throttles see it: a guest's unpaid orders are limited per address.
+    client_address = models.CharField(max_length=100, blank=True, editable=False, db_index=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.AWAITING_PAYMENT, db_index=True)
     expires_at = models.DateTimeField(db_index=True)
     idempotency_key = models.CharField(max_length=64)

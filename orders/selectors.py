@@ -3,13 +3,13 @@
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Q, QuerySet
+from django.db.models import Q, QuerySet, Sum
 from django.db.models.functions import Now
 from django.utils import timezone
 
 from core.clock import db_now
 from inventory.models import Reservation
-from orders.models import Order, Payment
+from orders.models import Order, OrderLine, Payment
 
 FINAL_STATUSES = [Order.Status.PAID, Order.Status.CANCELLED, Order.Status.EXPIRED, Order.Status.PAYMENT_FAILED]
 
@@ -92,3 +92,32 @@ def payment_list_unsettled(*, older_than: timedelta) -> QuerySet:
     return Payment.objects.filter(
         state__in=[Payment.State.CHARGED, Payment.State.REFUNDING], updated_at__lt=timezone.now() - older_than
     ).order_by("pk")
+
+
+def order_units_held(*, buyers, product_ids) -> dict[tuple[str, int], int]:
+    """Units each buyer holds of each product across their unpaid and paid orders, by (buyer, product id).
+
+    Read by the holder of the products' locks, which every order taking them waits for, so the sums
+    stay true until it commits.
+    """
+    if not buyers or not product_ids:
+        return {}
+    rows = (
+        OrderLine.objects.filter(
+            order__buyer__in=sorted(buyers),
+            order__status__in=[Order.Status.AWAITING_PAYMENT, Order.Status.PAID],
+            product_id__in=sorted(product_ids),
+        )
+        .order_by()
+        .values_list("order__buyer", "product_id")
+        .annotate(units=Sum("quantity"))
+    )
+    return {(buyer, product_id): units for buyer, product_id, units in rows}
+
+
+def order_count_open_guest(*, client_address: str = "", numbers=()) -> int:
+    """A guest's unpaid orders: those placed from ``client_address``, or the most of ``numbers`` (a browser's)."""
+    unpaid = Order.objects.filter(customer__isnull=True, status=Order.Status.AWAITING_PAYMENT)
+    from_address = unpaid.filter(client_address=client_address).count() if client_address else 0
+    from_browser = unpaid.filter(number__in=list(numbers)).count() if numbers else 0
+    return max(from_address, from_browser)

@@ -75,6 +75,8 @@ def checkout(request):
                     email=form.cleaned_data["email"] or getattr(request.user, "email", ""),
                     items=[{"sku": line["product"].sku, "quantity": line["quantity"]} for line in lines],
                     idempotency_key=form.cleaned_data["idempotency_key"],
+                    client_address=throttle.get_ident(request),
+                    guest_orders=request.session.get(SESSION_ORDERS, []),
                 )
             except InsufficientStock as exc:
                 shortages = {s["sku"]: s["available"] for s in exc.payload["shortages"]}
@@ -177,7 +179,15 @@ def _remember(request, *, number: str, key: str) -> None:
 
 
 def _explain(exc: DomainError) -> str:
-    skus = exc.payload.get("skus")
+    payload = exc.payload
+    if exc.code == "limit_exceeded":
+        return (
+            f"You may hold at most {payload['limit']} of {payload['sku']} (you hold {payload['held']}); "
+            f"you can order {payload['allowed']} more."
+        )
+    if exc.code == "sale_not_started":
+        return f"The sale of {payload['sku']} opens at {payload['starts_at']}."
+    skus = payload.get("skus")
     return f"{exc.detail} ({', '.join(skus)})" if skus else exc.detail
 
 

@@ -33,11 +33,19 @@ class Product(BaseModel):
     description = models.TextField(blank=True)
     price = models.DecimalField(max_digits=12, decimal_places=2, validators=[MinValueValidator(Decimal("0"))])
     is_active = models.BooleanField(default=True)
+    # The most units one customer may hold across their unpaid and paid orders; empty: no limit.
+    max_per_customer = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
+    # Orders are refused before this time, on the database's clock; empty: on sale now.
+    sale_starts_at = models.DateTimeField(null=True, blank=True)
 
     class Meta(BaseModel.Meta):
         ordering = ["sku"]
         constraints = [
             models.CheckConstraint(condition=models.Q(price__gte=0), name="product_price_non_negative"),
+            models.CheckConstraint(
+                condition=models.Q(max_per_customer__isnull=True) | models.Q(max_per_customer__gte=1),
+                name="product_max_per_customer_positive",
+            ),
         ]
 
     def __str__(self):

@@ -1,32 +1,37 @@
 from collections.abc import Iterable
+from datetime import datetime
 from decimal import Decimal
 from typing import NamedTuple
 
+from django.db import connection
 from django.db.models import F, QuerySet
 from django.db.models.functions import Coalesce
 
 from core.db import select_in
 from core.errors import InvalidInput
-from shop.errors import ProductUnavailable, UnknownProduct
+from shop.errors import ProductUnavailable, SaleNotStarted, UnknownProduct
 from shop.models import Product, sku_normalise
 
 
 class OrderableProduct(NamedTuple):
-    """What placing an order needs of a product: its id and its price now."""
+    """What placing an order needs of a product: its id, its price now and its limit per customer."""
 
     pk: int
     price: Decimal
+    max_per_customer: int | None = None
 
 
 class ProductForSale(NamedTuple):
     pk: int
     price: Decimal
     for_sale: bool  # active and not deleted
+    max_per_customer: int | None
+    sale_starts_at: datetime | None
 
 
-def product_map_orderable(*, skus: Iterable[str]) -> dict[str, OrderableProduct]:
-    """Products by SKU, refusing unknown SKUs and products that are inactive or deleted."""
-    return products_orderable(product_map_for_sale(skus=skus), skus=skus)
+def product_map_orderable(*, skus: Iterable[str], now: datetime) -> dict[str, OrderableProduct]:
+    """Products by SKU, refusing unknown SKUs and products that are inactive, deleted or not on sale yet."""
+    return products_orderable(product_map_for_sale(skus=skus), skus=skus, now=now)
 
 
 def product_map_for_sale(*, skus: Iterable[str]) -> dict[str, ProductForSale]:
@@ -40,15 +45,26 @@ def product_map_for_sale(*, skus: Iterable[str]) -> dict[str, ProductForSale]:
     if not skus:
         return {}
     price = Product._meta.get_field("price")
-    rows = select_in(Product, "sku, id, price, is_active, is_deleted", sku=skus)
+    rows = select_in(Product, "sku, id, price, is_active, is_deleted, max_per_customer, sale_starts_at", sku=skus)
     return {
-        sku: ProductForSale(pk, price.to_python(value), bool(is_active) and not is_deleted)
-        for sku, pk, value, is_active, is_deleted in rows
+        sku: ProductForSale(
+            pk,
+            price.to_python(value),
+            bool(is_active) and not is_deleted,
+            limit,
+            None if starts_at is None else connection.ops.convert_datetimefield_value(starts_at, None, connection),
+        )
+        for sku, pk, value, is_active, is_deleted, limit, starts_at in rows
     }
 
 
-def products_orderable(found: dict[str, ProductForSale], *, skus: Iterable[str]) -> dict[str, OrderableProduct]:
-    """The ``found`` products of ``skus``; ``UnknownProduct`` or ``ProductUnavailable`` if one cannot be ordered."""
+def products_orderable(
+    found: dict[str, ProductForSale], *, skus: Iterable[str], now: datetime
+) -> dict[str, OrderableProduct]:
+    """The ``found`` products of ``skus``, refused if one cannot be ordered at ``now``.
+
+    ``UnknownProduct``, ``ProductUnavailable``, or ``SaleNotStarted`` for the first line whose sale opens later.
+    """
     skus = sorted(set(skus))
     unknown = [sku for sku in skus if sku not in found]
     if unknown:
@@ -56,7 +72,10 @@ def products_orderable(found: dict[str, ProductForSale], *, skus: Iterable[str])
     unavailable = [sku for sku in skus if not found[sku].for_sale]
     if unavailable:
         raise ProductUnavailable(skus=unavailable)
-    return {sku: OrderableProduct(found[sku].pk, found[sku].price) for sku in skus}
+    for sku in skus:
+        if found[sku].sale_starts_at is not None and now < found[sku].sale_starts_at:
+            raise SaleNotStarted(sku=sku, starts_at=found[sku].sale_starts_at.isoformat())
+    return {sku: OrderableProduct(found[sku].pk, found[sku].price, found[sku].max_per_customer) for sku in skus}
 
 
 def product_get_for_stock(*, sku: str) -> Product:

@@ -25,10 +25,9 @@ from orders.errors import (
 )
 from orders.models import Order, Payment
 from orders.payments import payment_gateway
-from orders.selectors import (
-    payment_list_unsettled,
-)
+from orders.selectors import order_units_held, payment_list_unsettled
 from orders.services.lifecycle import Status, _order_reload, _order_transition
+from orders.services.placing import lines_check_limits
 from shop.selectors import product_map_orderable
 
 logger = logging.getLogger(__name__)
@@ -171,9 +170,19 @@ def payment_list_settle(*, older_than: timedelta) -> int:
 
 
 def _order_reserve_again(order: Order) -> None:
-    """Reserve an expired order's lines anew, if it may be revived (``_order_check_revivable``)."""
-    _order_check_revivable(order, product_map_orderable(skus=order.skus))
-    expires_at = db_now() + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
+    """Reserve an expired order's lines anew, if it may be revived (``_order_check_revivable``) and its
+    buyer stays within each product's limit per customer."""
+    now = db_now()
+    products = product_map_orderable(skus=order.skus, now=now)
+    _order_check_revivable(order, products)
+    limited = {product.pk for product in products.values() if product.max_per_customer is not None}
+    held = order_units_held(buyers={order.buyer}, product_ids=limited)
+    lines_check_limits(
+        [(line.product.sku, line.quantity) for line in order.lines_with_products()],
+        products,
+        held=lambda product_id: held.get((order.buyer, product_id), 0),
+    )
+    expires_at = now + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
     if not _order_transition(order, from_statuses=[Status.EXPIRED], to=Status.AWAITING_PAYMENT, expires_at=expires_at):
         raise OrderNotPayable(number=order.number, status=order.status)
     try:

@@ -30,13 +30,10 @@ from inventory.services import (
     stock_reservations_create,
 )
 from orders import sql
-from orders.errors import (
-    IdempotencyConflict,
-)
+from orders.customers import email_canonical
+from orders.errors import IdempotencyConflict, LimitExceeded, TooManyOpenOrders
 from orders.models import Order, new_order_number
-from orders.selectors import (
-    order_list_overdue_holding,
-)
+from orders.selectors import order_count_open_guest, order_list_overdue_holding, order_units_held
 from orders.services.lifecycle import order_expire
 from shop.selectors import OrderableProduct, product_map_for_sale, products_orderable
 
@@ -56,10 +53,22 @@ def _fingerprint(lines) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _idempotency_scope(*, customer, email) -> tuple[str, str]:
-    """Whose idempotency keys these are, and the normalised email. Guests need a valid email."""
+class _Buyer(NamedTuple):
+    """Who places an order: whose idempotency keys it uses, who the limits count, the email it keeps."""
+
+    scope: str
+    buyer: str
+    email: str
+
+
+def _buyer_of(*, customer, email) -> _Buyer:
+    """The account when logged in, else the guest's email (a valid one is required).
+
+    A guest counts as their canonical email for the limits per customer (``email_canonical``), so a
+    respelt address is the same customer; idempotency keys stay scoped by the address as given.
+    """
     if email in (None, "") and customer is not None:
-        return f"user:{customer.pk}", ""
+        return _Buyer(f"user:{customer.pk}", f"user:{customer.pk}", "")
     if not isinstance(email, str):
         raise InvalidInput(fields={"email": "Give an email address."})
     email = email.strip().lower()
@@ -69,7 +78,9 @@ def _idempotency_scope(*, customer, email) -> tuple[str, str]:
         raise InvalidInput(fields={"email": "Give a valid email address."}) from None
     if len(email) > 254:
         raise InvalidInput(fields={"email": "At most 254 characters."})
-    return (f"user:{customer.pk}" if customer is not None else f"email:{email}"), email
+    if customer is not None:
+        return _Buyer(f"user:{customer.pk}", f"user:{customer.pk}", email)
+    return _Buyer(f"email:{email}", f"email:{email_canonical(email)}", email)
 
 
 def _key_hash(idempotency_key: str) -> str:
@@ -91,6 +102,8 @@ class _PlaceRequest:
     customer_id: int | None
     email: str
     scope: str
+    buyer: str
+    client_address: str
     idempotency_key: str
     key_hash: str  # hashed by the buyer, not by the lock holder serving a batch
     fingerprint: str
@@ -111,26 +124,33 @@ class _Placed(msgspec.Struct, array_like=True):
     replayed: bool = False
 
 
-def order_place(*, customer=None, email: str = "", items, idempotency_key: str) -> Order:
+def order_place(
+    *, customer=None, email: str = "", items, idempotency_key: str, client_address: str = "", guest_orders=()
+) -> Order:
     """Create an order and reserve its stock, all or nothing. A replay of the same key returns the same order.
 
     Orders for one SKU queue with its lock and are placed in batches, one commit per batch
     (``inventory.batching``): that is what keeps a flash sale on one SKU fast. The rules of one
-    order are ``_order_place_one``.
+    order are ``_order_place_one``. A guest (no ``customer``) may keep only so many unpaid orders
+    from one ``client_address`` and among ``guest_orders`` (the numbers of a browser's orders).
     """
     lines = stock_lines_validate(lines=items)
     if not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key.strip()) <= 64:
         raise InvalidInput(fields={"idempotency_key": "Give a key of 1 to 64 characters."})
-    scope, email = _idempotency_scope(customer=customer, email=email)
+    who = _buyer_of(customer=customer, email=email)
     request = _PlaceRequest(
         customer_id=customer.pk if customer is not None else None,
-        email=email,
-        scope=scope,
+        email=who.email,
+        scope=who.scope,
+        buyer=who.buyer,
+        client_address=client_address,
         idempotency_key=idempotency_key.strip(),
         key_hash=_key_hash(idempotency_key.strip()),
         fingerprint=_fingerprint(lines),
         lines=tuple(lines),
     )
+    if customer is None:
+        _guest_check_open_orders(request, guest_orders=guest_orders)
     for attempt in range(1, PLACE_ATTEMPTS + 1):
         try:
             # A deadlock victim (say, with a sweeper) was rolled back whole: nothing happened, try again.
@@ -148,7 +168,7 @@ def order_place(*, customer=None, email: str = "", items, idempotency_key: str) 
             # is a replay. A batch that failed on another buyer's key is tried again.
             try:
                 if existing := _order_replay(
-                    scope=scope, idempotency_key=request.idempotency_key, fingerprint=request.fingerprint
+                    scope=request.scope, idempotency_key=request.idempotency_key, fingerprint=request.fingerprint
                 ):
                     return existing
             except IdempotencyConflict:
@@ -171,20 +191,46 @@ def order_place(*, customer=None, email: str = "", items, idempotency_key: str) 
     )
 
 
+def lines_check_limits(lines, products: dict[str, OrderableProduct], *, held) -> None:
+    """``LimitExceeded`` for the first line that would leave its buyer holding more than its product's
+    limit per customer. ``lines``: (sku, quantity); ``held(product_id)``: units the buyer holds already."""
+    for sku, quantity in lines:
+        limit = products[sku].max_per_customer
+        if limit is not None and (units := held(products[sku].pk)) + quantity > limit:
+            raise LimitExceeded(sku=sku, limit=limit, held=units, allowed=max(limit - units, 0))
+
+
+def _guest_check_open_orders(request: _PlaceRequest, *, guest_orders) -> None:
+    """``TooManyOpenOrders`` once a guest's address or browser has ``GUEST_MAX_OPEN_ORDERS_PER_CLIENT``
+    unpaid orders, unless this request replays one of them."""
+    limit = settings.GUEST_MAX_OPEN_ORDERS_PER_CLIENT
+    if order_count_open_guest(client_address=request.client_address, numbers=guest_orders) < limit:
+        return
+    if _order_replay(scope=request.scope, idempotency_key=request.idempotency_key, fingerprint=request.fingerprint):
+        return
+    raise TooManyOpenOrders(limit=limit)
+
+
 def _order_place_one(request: _PlaceRequest, batch: "_OrderBatch") -> _Placed:
     """The rules of placing one order: what its buyer is told, or its refusal, raised.
 
     A key used before, or earlier in this batch (a double click), replays that order, unless the
-    request differs. Every line must name a product for sale, and the stock must cover every line.
-    A new rule for an order goes here: raise its ``DomainError``; the batch runner undoes what this
-    order staged, and every order in the batch still gets the answer it would get alone.
+    request differs. Every line must name a product on sale now, keep its buyer within the product's
+    limit per customer, and be covered by the stock. A new rule for an order goes here: raise its
+    ``DomainError``; the batch runner undoes what this order staged, and every order in the batch
+    still gets the answer it would get alone.
     """
     earlier = batch.order_with_key(request)
     if earlier is not None:
         if earlier.fingerprint != request.fingerprint:
             raise IdempotencyConflict(number=earlier.number)
         return _Placed(earlier.number, earlier.expires_at, replayed=True)
-    products = products_orderable(batch.products, skus=[line.sku for line in request.lines])
+    products = products_orderable(batch.products, skus=[line.sku for line in request.lines], now=batch.now)
+    lines_check_limits(
+        [(line.sku, line.quantity) for line in request.lines],
+        products,
+        held=lambda product_id: batch.units_held(request.buyer, product_id),
+    )
     batch.stock.take([Demand(products[line.sku].pk, line.sku, line.quantity) for line in request.lines])
     return batch.order_add(request, products)
 
@@ -220,7 +266,9 @@ class _OrderBatch(Batch):
             {line.sku for r in requests if (r.scope, r.key_hash) not in self._placed_before for line in r.lines}
         )
         self.products = product_map_for_sale(skus=self._skus)
-        self._expires_at = None
+        limited = {product.pk for product in self.products.values() if product.max_per_customer is not None}
+        self._held = order_units_held(buyers={r.buyer for r in requests}, product_ids=limited)
+        self.now = db_now()
 
     def product_ids(self) -> set[int]:
         return {product.pk for product in self.products.values()}
@@ -231,9 +279,18 @@ class _OrderBatch(Batch):
     @property
     def expires_at(self) -> datetime:
         """When the batch's new orders expire: one deadline for all, on the database's clock."""
-        if self._expires_at is None:
-            self._expires_at = db_now() + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
-        return self._expires_at
+        return self.now + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
+
+    def units_held(self, buyer: str, product_id: int) -> int:
+        """Units of a product the buyer holds: in orders placed before the batch, and staged in it."""
+        staged = sum(
+            line.quantity
+            for new in self.staged
+            if new.request.buyer == buyer
+            for line in new.request.lines
+            if new.products[line.sku].pk == product_id
+        )
+        return self._held.get((buyer, product_id), 0) + staged
 
     def order_with_key(self, request: _PlaceRequest) -> _KeyedOrder | None:
         """The order placed with this request's key before the batch, or staged earlier in it."""
@@ -312,6 +369,8 @@ def _order_row(request: _PlaceRequest, *, number: str, expires_at: datetime) -> 
         "idempotency_key": request.idempotency_key,
         "idempotency_key_hash": request.key_hash,
         "idempotency_scope": request.scope,
+        "buyer": request.buyer,
+        "client_address": request.client_address,
         "request_fingerprint": request.fingerprint,
         "payment_reference": "",
         "paid_at": None,
