@@ -181,6 +181,9 @@ STOCK_BATCH_MIN = env.int("STOCK_BATCH_MIN", default=16)
 if not 1 <= STOCK_BATCH_MIN <= STOCK_BATCH_MAX:
     raise environ.ImproperlyConfigured("STOCK_BATCH_MIN must be between 1 and STOCK_BATCH_MAX")
 MAX_STOCK_QUANTITY = env.int("MAX_STOCK_QUANTITY", default=1_000_000_000)
+# How long a SKU's sold-out mark lives (inventory.locks.soldout): a sell-out is answered without the lock
+# meanwhile; a mark left by a crash refuses for at most this long. 0 turns the marks off.
+SOLD_OUT_MARK_SECONDS = env.float("SOLD_OUT_MARK_SECONDS", default=5)
 # Unpaid orders a guest may keep open per browser session and per client address.
 GUEST_MAX_OPEN_ORDERS_PER_CLIENT = env.int("GUEST_MAX_OPEN_ORDERS_PER_CLIENT", default=3)
 

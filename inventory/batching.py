@@ -16,8 +16,10 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import ClassVar, NamedTuple
 
+from django.conf import settings
 from django.db import transaction
 
+from core.clock import db_now
 from inventory import locks, sql
 from inventory.errors import DomainError, InsufficientStock, LockTimeout
 from inventory.locks import wire
@@ -45,6 +47,12 @@ class StockPlan:
         self.assumed = available is None
         self._left = Counter(available or {})
         self._taken: list[Demand] = []
+        self.sold_out: dict[str, int] = {}  # SKUs seen with no unit left: product ids by SKU
+
+    def left(self, product_id: int, units: int) -> None:
+        """What the guarded UPDATE left free of a product; none left marks it sold out."""
+        if units <= 0:
+            self.sold_out.update({want.sku: product_id for want in self._taken if want.product_id == product_id})
 
     def take(self, demands: list[Demand]) -> None:
         """Take every demand, or none: ``InsufficientStock`` lists each one the stock does not cover."""
@@ -55,6 +63,9 @@ class StockPlan:
                 if self._left[want.product_id] < want.quantity
             ]
             if short:
+                self.sold_out.update(
+                    {want.sku: want.product_id for want in demands if self._left[want.product_id] <= 0}
+                )
                 raise InsufficientStock(shortages=short)
         for want in demands:
             self._left[want.product_id] -= want.quantity
@@ -71,8 +82,10 @@ class StockPlan:
         """Reserve the units taken with one guarded UPDATE per product. False if an assumed take was
         not covered (nothing was reserved); a refusal of counts read under the lock raises."""
         for product_id, quantity in self.totals().items():
-            if not sql.stock_reserve(product_id=product_id, quantity=quantity):
+            units = sql.stock_reserve(product_id=product_id, quantity=quantity)
+            if units is None:
                 return self.refused(product_id, quantity)
+            self.left(product_id, units)
         return True
 
     def refused(self, product_id: int, quantity: int, available: int | None = None) -> bool:
@@ -148,12 +161,36 @@ def batch_run(batch_type: type[Batch], requests: list) -> list:
     if len(product_ids) == 1:
         outcomes = _steps(batch, requests, StockPlan())
         if batch.write():
+            _mark_sold_out_on_commit(batch.stock)
             return outcomes
     outcomes = _steps(batch, requests, StockPlan(sql.stock_available(product_ids=product_ids)))
     if any(isinstance(outcome, InsufficientStock) for outcome in outcomes) and batch.free_more():
         outcomes = _steps(batch, requests, StockPlan(sql.stock_available(product_ids=product_ids)))
     batch.write()
+    _mark_sold_out_on_commit(batch.stock)
     return outcomes
+
+
+def _mark_sold_out_on_commit(stock: StockPlan) -> None:
+    """Mark the SKUs the batch leaves with no unit free, once its commit is done and before the locks go.
+
+    Known without a read: the guarded UPDATE says what it left, and a refusal on counts read under the
+    lock says what was free (a batch only takes). A mark lives no longer than the SKU's first active
+    reservation, whose expiry frees units; none is set while an overdue one holds units, which the
+    slow path expires to sell them (``Batch.free_more``).
+    """
+    if not stock.sold_out or settings.SOLD_OUT_MARK_SECONDS <= 0:
+        return
+    first_expiry = sql.reservations_first_expiry(product_ids=stock.sold_out.values())
+    now = db_now()
+    seconds = {
+        sku: min(settings.SOLD_OUT_MARK_SECONDS, (first_expiry[product_id] - now).total_seconds())
+        if product_id in first_expiry
+        else settings.SOLD_OUT_MARK_SECONDS
+        for sku, product_id in stock.sold_out.items()
+    }
+    if marks := {sku: ttl for sku, ttl in seconds.items() if ttl > 0}:
+        transaction.on_commit(lambda: locks.sold_out_mark(marks))
 
 
 def _steps(batch: Batch, requests: list, stock: StockPlan) -> list:
@@ -187,7 +224,7 @@ def stock_section_batched(*, skus: Iterable[str], batch_type: type[Batch], reque
     if len(skus) == 1 and not locks.held_skus():
         outcome = _served_or_serve(skus[0], batch_type=batch_type, request=request)
     if isinstance(outcome, wire.RunAlone):
-        with stock_section(skus=skus):
+        with stock_section(skus=skus, takes_only=True):
             [outcome] = batch_run(batch_type, [request])
     if isinstance(outcome, Exception):
         raise outcome

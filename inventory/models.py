@@ -60,6 +60,8 @@ class Reservation(TimestampedModel):
 
     class Meta:
         ordering = ["id"]
+        # A sold-out mark lives no longer than the SKU's first active reservation (inventory.batching).
+        indexes = [models.Index(fields=["product", "state", "expires_at"], name="reservation_product_expiry")]
         constraints = [
             models.CheckConstraint(condition=Q(quantity__gt=0), name="reservation_quantity_positive"),
             models.CheckConstraint(

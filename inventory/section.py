@@ -4,7 +4,8 @@ It takes the Redis locks of the SKUs involved (sorted, with a bounded wait: ``in
 then opens a *durable* transaction inside them, so the commit happens while the locks are held
 (the reverse, seed 000's ``sell3``, lets the next holder read rows before our commit). Inside it,
 counters change only through conditional UPDATEs guarded in SQL, under CHECK constraints: the lock
-is the fast path, the guard is what makes an expired or lost lock unable to oversell.
+is the fast path, the guard is what makes an expired or lost lock unable to oversell. Holding the
+locks, a section that may free units clears the SKUs' sold-out marks first.
 """
 
 from collections.abc import Iterable, Iterator
@@ -16,8 +17,11 @@ from inventory import locks
 
 
 @contextmanager
-def stock_section(*, skus: Iterable[str], lock_wait: float | None = None) -> Iterator[None]:
+def stock_section(*, skus: Iterable[str], lock_wait: float | None = None, takes_only: bool = False) -> Iterator[None]:
     """Lock the SKUs, then open the transaction: the commit happens before the locks go.
+
+    ``takes_only``: the section only reserves units (placing, reserving), so it leaves the SKUs'
+    sold-out marks as they are; every other section clears them before it may free a unit.
 
     ``durable=True`` refuses to run inside an outer transaction (``ATOMIC_REQUESTS``, a caller's
     ``atomic``), whose commit would come after the release. A service called from inside another
@@ -28,5 +32,8 @@ def stock_section(*, skus: Iterable[str], lock_wait: float | None = None) -> Ite
     if held and skus <= held and transaction.get_connection().in_atomic_block:
         yield
         return
-    with locks.sku_locks(skus, wait=lock_wait), transaction.atomic(durable=True):
-        yield
+    with locks.sku_locks(skus, wait=lock_wait):
+        if not takes_only:
+            locks.sold_out_clear(skus)  # inventory.locks.soldout
+        with transaction.atomic(durable=True):
+            yield

@@ -151,6 +151,7 @@ class _ReserveBatch(Batch):
             stored, available = sql.reservations_insert_if_free(rows=rows, product_id=product_id, quantity=quantity)
             if stored is None:
                 return self.stock.refused(product_id, quantity, available)
+            self.stock.left(product_id, available)
         else:
             if not self.stock.reserve():
                 return False

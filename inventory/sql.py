@@ -7,6 +7,7 @@ than the database spends running them (see docs/benchmarks.md). Everything off t
 the ORM.
 """
 
+from datetime import datetime
 from typing import NamedTuple
 
 from django.db import connection
@@ -17,12 +18,19 @@ from inventory.errors import StockInvariantBroken
 from inventory.models import Reservation, Stock, StockMovement
 
 
-def stock_reserve(*, product_id: int, quantity: int) -> bool:
-    """Reserve ``quantity`` more units of a product, only if that many are free: the database's guard."""
-    update, params = _reserve_statement(product_id=product_id, quantity=quantity)
-    with connection.cursor() as cursor:
-        cursor.execute(update, params)
-        return cursor.rowcount == 1
+def stock_reserve(*, product_id: int, quantity: int) -> int | None:
+    """Reserve ``quantity`` more units of a product, only if that many are free: the database's guard.
+
+    The units left free then (read in the same round trip), or None if too few were free: nothing reserved.
+    """
+    reserved, left = statements_run(
+        connection.alias,
+        [
+            _reserve_statement(product_id=product_id, quantity=quantity),
+            select_in_statement(Stock, "on_hand - reserved", product_id=[product_id]),
+        ],
+    )
+    return left[0][0] if reserved else None
 
 
 def stock_available(*, product_ids) -> dict[int, int]:
@@ -31,6 +39,24 @@ def stock_available(*, product_ids) -> dict[int, int]:
         return {}
     rows = select_in(Stock, "product_id, on_hand - reserved", product_id=sorted(set(product_ids)))
     return {product_id: available for product_id, available in rows}
+
+
+def reservations_first_expiry(*, product_ids) -> dict[int, datetime]:
+    """When each product's first active reservation expires (on the database's clock); none: missing."""
+    reservations = _table_of(Reservation)
+    product_ids = sorted(set(product_ids))
+    [rows] = statements_run(
+        connection.alias,
+        [
+            (
+                f"SELECT product_id, MIN(expires_at) FROM {reservations} WHERE state = %s"
+                f" AND product_id IN ({', '.join(['%s'] * len(product_ids))}) GROUP BY product_id",
+                [Reservation.State.ACTIVE.value, *product_ids],
+            )
+        ],
+    )
+    convert = connection.ops.convert_datetimefield_value
+    return {product_id: convert(first, None, connection) for product_id, first in rows}
 
 
 def reservations_insert(*, rows: list[dict]) -> list[dict]:
@@ -45,21 +71,25 @@ def reservations_insert(*, rows: list[dict]) -> list[dict]:
 
 class ReservedIfFree(NamedTuple):
     rows: list[dict] | None  # the reservations as stored; None: too few units were free, nothing was written
-    available: int  # units that were free when refused (0 once reserved)
+    available: int  # units free after reserving, or that were free when refused
 
 
 def reservations_insert_if_free(*, rows: list[dict], product_id: int, quantity: int) -> ReservedIfFree:
     """Insert reservation and ledger rows and reserve ``quantity`` units of one product, or none of it.
 
-    The rows go first and the guarded UPDATE last, after a savepoint, all in one round trip, so nothing
-    is read first. Refused, the savepoint is rolled back and the free count read in a second one.
+    The rows go first and the guarded UPDATE last, after a savepoint, all in one round trip with the free
+    count read after it, so nothing is read first. Refused, the savepoint is rolled back and the free
+    count read again in a second one.
     """
     savepoint = "reservations_insert_if_free"
     inserts, rows = _reservations_statements(rows)
     update = _reserve_statement(product_id=product_id, quantity=quantity)
-    _, ids, recorded, reserved = statements_run(connection.alias, [(f"SAVEPOINT {savepoint}", []), *inserts, update])
+    left = select_in_statement(Stock, "on_hand - reserved", product_id=[product_id])
+    _, ids, recorded, reserved, free = statements_run(
+        connection.alias, [(f"SAVEPOINT {savepoint}", []), *inserts, update, left]
+    )
     if reserved:
-        return ReservedIfFree(_stored(rows, ids, recorded), 0)
+        return ReservedIfFree(_stored(rows, ids, recorded), free[0][0])
     _, free = statements_run(
         connection.alias,
         [

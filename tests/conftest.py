@@ -27,10 +27,18 @@ def pytest_configure(config):
 
 @pytest.fixture(autouse=True)
 def clean_locks():
-    """No lock may leak from one test into the next."""
+    """No lock, nor a sold-out mark beside it, may leak from one test into the next."""
     caches[settings.LOCK_CACHE_ALIAS].delete_pattern("stock-lock:*")
+    sold_out_marks_lapse()
     yield
     caches[settings.LOCK_CACHE_ALIAS].delete_pattern("stock-lock:*")
+    sold_out_marks_lapse()
+
+
+def sold_out_marks_lapse() -> None:
+    """For a test that moves orders' expiry into the past to stand for time passing: the sold-out marks
+    lapse too, as they would (a mark never outlives the first active reservation of its SKU)."""
+    caches[settings.LOCK_CACHE_ALIAS].delete_pattern("stock-soldout:*")
 
 
 @pytest.fixture(autouse=True)

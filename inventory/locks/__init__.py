@@ -19,6 +19,8 @@ The package:
     __init__     the API: ``sku_locks``, ``sku_lock_serving``, ``held_skus``, and the operators' tools
     queue        ``QueuedLock``, the redis-py ``Lock`` with the queue, and its waiting connection
     wire         what is kept in Redis: key names, wake-up messages, requests and answers (typed JSON)
+    client       each thread's Redis client for the locks
+    soldout      the sold-out marks: a sell-out answered without queueing for the lock
     operators    ``lock_list`` and ``lock_clear_all``, for ``manage.py reset_locks``
     scripts/     the Lua scripts ``QueuedLock`` runs, each after ``prelude.lua``
 """
@@ -32,18 +34,26 @@ from contextlib import contextmanager
 
 import redis
 from django.conf import settings
-from django.core.cache import caches
-from django.core.signals import setting_changed
-from django.dispatch import receiver
 from redis.exceptions import LockNotOwnedError
 from redis.lock import Lock
 
 from inventory.errors import LockTimeout, LockUnavailable
+from inventory.locks.client import lock_client
 from inventory.locks.operators import lock_clear_all, lock_list
 from inventory.locks.queue import QueuedLock
+from inventory.locks.soldout import skus_sold_out, sold_out_clear, sold_out_mark
 from inventory.locks.wire import lock_key
 
-__all__ = ["held_skus", "lock_clear_all", "lock_list", "sku_lock_serving", "sku_locks"]
+__all__ = [
+    "held_skus",
+    "lock_clear_all",
+    "lock_list",
+    "sku_lock_serving",
+    "sku_locks",
+    "skus_sold_out",
+    "sold_out_clear",
+    "sold_out_mark",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -129,33 +139,10 @@ def _refuse_nested() -> None:
         raise RuntimeError(f"Already holding {sorted(held_skus())}: lock every SKU at once, in one call")
 
 
-_clients = threading.local()
-_clients_generation = 0  # bumped when the cache settings change (tests): every thread looks again
-
-
-@receiver(setting_changed)
-def _forget_lock_clients(*, setting, **kwargs):
-    global _clients_generation
-    if setting in {"CACHES", "LOCK_CACHE_ALIAS"}:
-        _clients_generation += 1
-
-
-def _lock_client():
-    """This thread's Redis client for locks and the cache's key function, looked up once.
-
-    ``caches[...]`` is a context-local lookup; a hot-SKU buyer would pay it on every purchase.
-    """
-    if getattr(_clients, "generation", None) != _clients_generation:
-        client = caches[settings.LOCK_CACHE_ALIAS].client
-        _clients.redis, _clients.make_key = client.get_client(write=True), client.make_key
-        _clients.generation = _clients_generation
-    return _clients.redis, _clients.make_key
-
-
 def _acquire(sku: str, *, wait: float, kind: bytes = b"", request: bytes = b"") -> tuple[QueuedLock, bool]:
     """One SKU's lock and whether we got it; an unreachable Redis is ``lock_unavailable``."""
     try:
-        redis_client, make_key = _lock_client()
+        redis_client, make_key = lock_client()
         lock = redis_client.lock(
             make_key(lock_key(sku)),
             timeout=settings.LOCK_TTL_SECONDS,

@@ -10,6 +10,8 @@ Keys. A SKU's lock is ``lock_key(sku)`` under the ``locks`` cache's key prefix; 
     <lock>:served:<token>   present once a holder took that waiter's request to serve it
     <lock>:wake:<token>     the waiter's wake-up list, which it blocks on (BLPOP)
 
+A SKU's sold-out mark is ``sold_out_key(sku)``, with a TTL (``soldout``).
+
 Wake-up messages. Pushed to a waiter's wake-up list; the first byte says what happened:
 
     L<fields>               ``LOCKED``: we hold the lock (the acquire script wakes us itself). The
@@ -37,6 +39,11 @@ from core.errors import DomainError
 def lock_key(sku: str) -> str:
     """The key of a SKU's lock (before the cache's key prefix)."""
     return f"stock-lock:{sku}"
+
+
+def sold_out_key(sku: str) -> str:
+    """The key of a SKU's sold-out mark (``soldout``), beside its lock."""
+    return f"stock-soldout:{sku}"
 
 
 def queue_key(lock: str) -> str:

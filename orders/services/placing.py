@@ -21,6 +21,7 @@ from django.db import IntegrityError
 from core.clock import db_now
 from core.db import from_row, is_duplicate_key, retry_on_deadlock
 from core.errors import InvalidInput
+from inventory import locks
 from inventory.batching import Batch, Demand, stock_section_batched
 from inventory.errors import InsufficientStock, LockTimeout, LockUnavailable
 from inventory.services import (
@@ -153,6 +154,7 @@ def order_place(
         _guest_check_open_orders(request, guest_orders=guest_orders)
     for attempt in range(1, PLACE_ATTEMPTS + 1):
         try:
+            _refuse_if_marked_sold_out(lines)
             # A deadlock victim (say, with a sweeper) was rolled back whole: nothing happened, try again.
             placed = retry_on_deadlock(
                 lambda: stock_section_batched(
@@ -198,6 +200,21 @@ def lines_check_limits(lines, products: dict[str, OrderableProduct], *, held) ->
         limit = products[sku].max_per_customer
         if limit is not None and (units := held(products[sku].pk)) + quantity > limit:
             raise LimitExceeded(sku=sku, limit=limit, held=units, allowed=max(limit - units, 0))
+
+
+def _refuse_if_marked_sold_out(lines) -> None:
+    """``InsufficientStock`` (none available) for lines on SKUs marked sold out, without the lock.
+
+    A mark only says what the last section on the SKU left (``inventory.locks.soldout``); a SKU with no
+    mark takes the slow path, which decides.
+    """
+    marked = locks.skus_sold_out(line.sku for line in lines)
+    if marked:
+        raise InsufficientStock(
+            shortages=[
+                {"sku": line.sku, "requested": line.quantity, "available": 0} for line in lines if line.sku in marked
+            ]
+        )
 
 
 def _guest_check_open_orders(request: _PlaceRequest, *, guest_orders) -> None:

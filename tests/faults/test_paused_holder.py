@@ -48,7 +48,8 @@ def stopped(pid: int) -> bool:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
 
 
-@pytest.mark.parametrize(("stock", "wrote"), [(1, False), (2, True)], ids=["guard-refuses", "unique-key-refuses"])
+# What the stale holder's guarded write returns: None (refused), or the units it left free.
+@pytest.mark.parametrize(("stock", "wrote"), [(1, None), (2, 0)], ids=["guard-refuses", "unique-key-refuses"])
 def test_a_holder_paused_past_its_lock_ttl_cannot_write_when_it_wakes_up(make_product, settings, stock, wrote):
     """The buyer retries the stalled request with its key and gets a unit. With one unit the guard
     refuses the stale holder's write; with two the write goes in and the unique key refuses its copy of

@@ -35,10 +35,10 @@ def test_placing_an_order_costs_a_fixed_number_of_queries_and_redis_commands(mak
     # lines; reservations with their ledger rows (two INSERTs, one round trip); COMMIT. A batch of queued
     # one-SKU orders costs the same (bulk INSERTs): one SKU whose stock covers the batch needs no read.
     assert len(queries) == {1: 8, 3: 11}[skus], [q["sql"][:60] for q in queries]
-    # Per SKU lock, two round trips: the acquire script (which also takes the orders queued behind a
-    # one-SKU order; its reply skipped) with the wait for the lock, and the release script (with the
-    # queued orders' answers).
-    assert redis_commands == ["CLIENT+EVALSHA+BLPOP"] * skus + ["EVALSHA"] * skus
+    # One read of the SKUs' sold-out marks; then per SKU lock, two round trips: the acquire script (which
+    # also takes the orders queued behind a one-SKU order; its reply skipped) with the wait for the
+    # lock, and the release script (with the queued orders' answers).
+    assert redis_commands == ["MGET"] + ["CLIENT+EVALSHA+BLPOP"] * skus + ["EVALSHA"] * skus
 
 
 def test_reserving_an_order_with_its_lines_at_hand_costs_three_queries_and_two_redis_round_trips(
@@ -52,9 +52,9 @@ def test_reserving_an_order_with_its_lines_at_hand_costs_three_queries_and_two_r
     with CaptureQueriesContext(connection) as queries:
         reservations = stock_reserve(order=order, expires_at=order.expires_at)
 
-    # BEGIN; in one round trip a savepoint, the reservations, their ledger rows and the guarded UPDATE
-    # (no read: the stock covers it); COMMIT.
+    # BEGIN; in one round trip a savepoint, the reservations, their ledger rows, the guarded UPDATE
+    # (no read before: the stock covers it) and the units it left (a sell-out is marked); COMMIT.
     assert len(queries) == 3, [q["sql"][:60] for q in queries]
-    assert queries[1]["sql"].count("; ") == 3
+    assert queries[1]["sql"].count("; ") == 4
     assert redis_commands == ["CLIENT+EVALSHA+BLPOP", "EVALSHA"]  # acquire (and take the queued), release
     assert [r.quantity for r in reservations] == [1] and reservations[0].pk is not None

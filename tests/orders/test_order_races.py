@@ -11,7 +11,7 @@ from core.errors import DomainError
 from inventory.models import Reservation, StockMovement
 from orders.models import Order
 from orders.services import order_cancel, order_expire, order_fail_payment, order_pay, order_place
-from tests.conftest import assert_books_balance, stock_of
+from tests.conftest import assert_books_balance, sold_out_marks_lapse, stock_of
 from tests.race import run_parallel, wait_for_peers
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -64,6 +64,7 @@ def test_pay_decline_fail_cancel_expire_and_place_racing_for_the_last_units_agre
         for i in range(8)
     ]
     Order.objects.update(expires_at=timezone.now() - timedelta(seconds=1))  # every action is legal on every order
+    sold_out_marks_lapse()
     steps = [
         {"action": action, "order_id": order.pk}
         for i, order in enumerate(held)

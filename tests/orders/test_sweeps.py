@@ -18,7 +18,7 @@ from orders.services import (
     order_release_failed_payments,
 )
 from orders.tasks import release_order_stock, sweep_expired_orders, sweep_failed_payments
-from tests.conftest import assert_books_balance, stock_of
+from tests.conftest import assert_books_balance, sold_out_marks_lapse, stock_of
 from tests.processes import wait_for
 from tests.race import holding, run_parallel, wait_for_peers
 
@@ -28,7 +28,11 @@ def place(sku, quantity, key):
 
 
 def make_overdue(*orders_):
-    Order.objects.filter(pk__in=[o.pk for o in orders_]).update(expires_at=timezone.now() - timedelta(seconds=1))
+    """Time passes past these orders' expiry (and their reservations', which share it)."""
+    past = timezone.now() - timedelta(seconds=1)
+    Order.objects.filter(pk__in=[o.pk for o in orders_]).update(expires_at=past)
+    Reservation.objects.filter(order_line__order__in=[o.pk for o in orders_]).update(expires_at=past)
+    sold_out_marks_lapse()
 
 
 def releases_per_reservation():
