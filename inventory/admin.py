@@ -335,6 +335,8 @@ class ProductStockAdmin(NonAtomicChangeformMixin, ProductAdmin):
             description=obj.description,
             price=obj.price,
             is_active=obj.is_active,
+            max_per_customer=obj.max_per_customer,
+            sale_starts_at=obj.sale_starts_at,
         ).pk
         obj.refresh_from_db()
         if quantity := form.cleaned_data["initial_stock"]:

@@ -16,14 +16,15 @@ from inventory.models import Stock
 from inventory.services import stock_restock
 from shop.models import Product
 
+# SKU, name, description, price, initial stock, limit per customer.
 DEMO_PRODUCTS = [
-    ("TEE-BLACK-M", "Black T-shirt, M", "Heavy cotton, the one everyone wants.", "19.00", 40),
-    ("TEE-WHITE-M", "White T-shirt, M", "Heavy cotton, in white.", "19.00", 25),
-    ("MUG-LOGO", "Logo mug", "350 ml stoneware.", "12.50", 60),
-    ("CAP-NAVY", "Navy cap", "Adjustable strap.", "22.00", 15),
-    ("SNEAKER-LTD", "Limited sneaker", "Flash-sale drop: 10 pairs only.", "149.00", 10),
-    ("POSTER-A2", "A2 poster", "Printed on 200 g paper.", "9.00", 100),
-    ("SOCKS-3PK", "Socks, 3 pack", "Organic cotton.", "14.00", 0),
+    ("TEE-BLACK-M", "Black T-shirt, M", "Heavy cotton, the one everyone wants.", "19.00", 40, None),
+    ("TEE-WHITE-M", "White T-shirt, M", "Heavy cotton, in white.", "19.00", 25, None),
+    ("MUG-LOGO", "Logo mug", "350 ml stoneware.", "12.50", 60, None),
+    ("CAP-NAVY", "Navy cap", "Adjustable strap.", "22.00", 15, None),
+    ("SNEAKER-LTD", "Limited sneaker", "Flash-sale drop: 10 pairs only, 2 per customer.", "149.00", 10, 2),
+    ("POSTER-A2", "A2 poster", "Printed on 200 g paper.", "9.00", 100, None),
+    ("SOCKS-3PK", "Socks, 3 pack", "Organic cotton.", "14.00", 0, None),
 ]
 DEMO_STAFF_USERNAME = "staff"
 
@@ -43,11 +44,21 @@ def product_create(
     price: Decimal,
     description: str = "",
     is_active: bool = True,
+    max_per_customer: int | None = None,
+    sale_starts_at=None,
     initial_stock: int = 0,
     actor=None,
 ) -> Product:
     """Create a product with its Stock row; initial stock arrives through the inventory service (ledgered)."""
-    product = Product(sku=sku, name=name, description=description, price=Decimal(price), is_active=is_active)
+    product = Product(
+        sku=sku,
+        name=name,
+        description=description,
+        price=Decimal(price),
+        is_active=is_active,
+        max_per_customer=max_per_customer,
+        sale_starts_at=sale_starts_at,
+    )
     product.full_clean()
     with transaction.atomic():
         product.save()
@@ -60,11 +71,18 @@ def product_create(
 def demo_catalog_seed(*, staff_password: str | None = None) -> DemoSeed:
     """Create the demo catalog and a staff user. Idempotent: existing products keep their stock."""
     created = existing = 0
-    for sku, name, description, price, stock in DEMO_PRODUCTS:
+    for sku, name, description, price, stock, limit in DEMO_PRODUCTS:
         if Product.all_objects.filter(sku=sku).exists():
             existing += 1
             continue
-        product_create(sku=sku, name=name, description=description, price=Decimal(price), initial_stock=stock)
+        product_create(
+            sku=sku,
+            name=name,
+            description=description,
+            price=Decimal(price),
+            max_per_customer=limit,
+            initial_stock=stock,
+        )
         created += 1
 
     user_model = get_user_model()

@@ -19,7 +19,7 @@ admin.site.index_title = "Catalog, stock and orders"
 class ProductAddForm(forms.ModelForm):
     class Meta:
         model = Product
-        fields = ["sku", "name", "description", "price"]
+        fields = ["sku", "name", "description", "price", "max_per_customer", "sale_starts_at"]
         labels = {"sku": "SKU"}
         help_texts = {"sku": "Letters, digits, '.', '_' or '-'; stored in upper case. It cannot be changed later."}
 
@@ -41,12 +41,20 @@ class ProductAdmin(SoftDeleteAdmin):
     ordering = ["sku"]
     add_form = ProductAddForm
     add_fields = ["sku", "name", "description", "price", "is_active"]
+    sale_fieldset = (
+        "Flash sale",
+        {
+            "fields": ["max_per_customer", "sale_starts_at"],
+            "description": "Empty: no limit per customer; on sale now. Orders before the start are refused.",
+        },
+    )
 
     def get_fieldsets(self, request, obj=None):
         if obj is None:
-            return [(None, {"fields": self.add_fields})]
+            return [(None, {"fields": self.add_fields}), self.sale_fieldset]
         return [
             (None, {"fields": ["sku", "name", "description", "price", "is_active"]}),
+            self.sale_fieldset,
             ("Record", {"fields": ["created_at", "updated_at", "is_deleted", "deleted_at"]}),
         ]
 

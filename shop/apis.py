@@ -1,13 +1,15 @@
+from django.conf import settings
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, serializers
 from rest_framework.exceptions import NotFound
-from rest_framework.permissions import AllowAny
+from rest_framework.permissions import SAFE_METHODS, AllowAny, BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import ErrorSerializer
+from core.api import ErrorSerializer, StrictIntegerField
 from shop.models import SKU_MAX_LENGTH
 from shop.selectors import product_find_for_catalog, product_list_for_catalog
+from shop.services import product_sale_terms_set
 
 ORDERINGS = ["sku", "-sku", "name", "-name", "price", "-price", "available", "-available"]
 
@@ -20,6 +22,24 @@ class ProductOutputSerializer(serializers.Serializer):
     on_hand = serializers.IntegerField(source="stock.on_hand", default=0)
     reserved = serializers.IntegerField(source="stock.reserved", default=0)
     available = serializers.IntegerField()
+    sold_out = serializers.SerializerMethodField(help_text="No unit is available (the pages say 'Sold out').")
+    sale_open = serializers.BooleanField(help_text="Orders are taken now; before sale_starts_at they are refused.")
+    sale_starts_at = serializers.DateTimeField(allow_null=True)
+    max_per_customer = serializers.IntegerField(
+        allow_null=True, help_text="Units one customer may hold across unpaid and paid orders; null: no limit."
+    )
+
+    def get_sold_out(self, product) -> bool:
+        return product.available <= 0
+
+
+class ProductPermission(BasePermission):
+    """Anyone reads the catalog; staff with the admin's change permission edit a product's terms of sale."""
+
+    def has_permission(self, request, view):
+        if request.method in SAFE_METHODS:
+            return True
+        return bool(request.user and request.user.is_staff and request.user.has_perm("shop.change_product"))
 
 
 class ProductListApi(generics.ListAPIView):
@@ -66,8 +86,26 @@ class ProductListApi(generics.ListAPIView):
 
 
 class ProductDetailApi(APIView):
-    authentication_classes = []
-    permission_classes = [AllowAny]
+    permission_classes = [ProductPermission]
+
+    class ProductSaleTermsInputSerializer(serializers.Serializer):
+        max_per_customer = StrictIntegerField(
+            required=False, allow_null=True, min_value=1, max_value=settings.MAX_STOCK_QUANTITY
+        )
+        sale_starts_at = serializers.DateTimeField(required=False, allow_null=True)
+
+        def validate(self, data):
+            if not data:
+                raise serializers.ValidationError({"non_field_errors": "Give max_per_customer or sale_starts_at."})
+            return data
+
+    def initialize_request(self, request, *args, **kwargs):
+        # Reading is public, with no authentication: a stale token must not turn the catalog into a 401.
+        self.reading = request.method in SAFE_METHODS
+        return super().initialize_request(request, *args, **kwargs)
+
+    def get_authenticators(self):
+        return [] if self.reading else super().get_authenticators()
 
     @extend_schema(
         operation_id="products_retrieve",
@@ -77,7 +115,29 @@ class ProductDetailApi(APIView):
         },
     )
     def get(self, request, sku: str):
-        product = product_find_for_catalog(sku=sku)
-        if product is None:
-            raise NotFound("No product for sale with this SKU.")
-        return Response(ProductOutputSerializer(product).data)
+        return Response(ProductOutputSerializer(_product_of(sku)).data)
+
+    @extend_schema(
+        operation_id="products_update",
+        request=ProductSaleTermsInputSerializer,
+        responses={
+            200: ProductOutputSerializer,
+            400: OpenApiResponse(ErrorSerializer, description="invalid_input, malformed_json"),
+            401: OpenApiResponse(ErrorSerializer, description="not_authenticated, authentication_failed"),
+            403: OpenApiResponse(ErrorSerializer, description="permission_denied: staff with change_product only"),
+            404: OpenApiResponse(ErrorSerializer, description="not_found: no product for sale with this SKU"),
+        },
+    )
+    def patch(self, request, sku: str):
+        product = _product_of(sku)
+        data = self.ProductSaleTermsInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        product_sale_terms_set(product=product, **data.validated_data)
+        return Response(ProductOutputSerializer(_product_of(sku)).data)
+
+
+def _product_of(sku: str):
+    product = product_find_for_catalog(sku=sku)
+    if product is None:
+        raise NotFound("No product for sale with this SKU.")
+    return product

@@ -4,8 +4,8 @@ from decimal import Decimal
 from typing import NamedTuple
 
 from django.db import connection
-from django.db.models import F, QuerySet
-from django.db.models.functions import Coalesce
+from django.db.models import BooleanField, ExpressionWrapper, F, Q, QuerySet
+from django.db.models.functions import Coalesce, Now
 
 from core.db import select_in
 from core.errors import InvalidInput
@@ -89,11 +89,20 @@ def product_get_for_stock(*, sku: str) -> Product:
 def product_list_for_catalog(
     *, sku: str | None = None, search: str | None = None, in_stock: bool | None = None, ordering: str = "sku"
 ) -> QuerySet[Product]:
-    """Products for sale with their stock counters (``available`` annotated), filtered and ordered."""
+    """Products for sale with their stock counters, filtered and ordered.
+
+    Annotated: ``available`` units, and ``sale_open``, whether orders are taken now (on the database's
+    clock, as placing an order decides it).
+    """
     products = (
         Product.objects.filter(is_active=True)
         .select_related("stock")
-        .annotate(available=Coalesce(F("stock__on_hand") - F("stock__reserved"), 0))
+        .annotate(
+            available=Coalesce(F("stock__on_hand") - F("stock__reserved"), 0),
+            sale_open=ExpressionWrapper(
+                Q(sale_starts_at__isnull=True) | Q(sale_starts_at__lte=Now()), output_field=BooleanField()
+            ),
+        )
     )
     if sku:
         products = products.filter(sku=sku_normalise(sku))

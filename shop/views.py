@@ -1,5 +1,7 @@
 """Catalog and cart pages. Thin: selectors read, shop.cart keeps the session cart."""
 
+import math
+
 from django import forms
 from django.conf import settings
 from django.contrib import messages
@@ -7,6 +9,7 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from core.clock import db_now
 from shop.cart import cart_add, cart_get, cart_set
 from shop.selectors import product_find_for_catalog, product_list_for_catalog
 
@@ -23,7 +26,9 @@ def product_detail(request, sku: str):
     product = product_find_for_catalog(sku=sku)
     if product is None:
         raise Http404("No product for sale with this SKU.")
-    return render(request, "shop/product.html", {"product": product, "form": QuantityForm()})
+    # Counted down by the page from the server's (database's) clock, not the visitor's.
+    opens_in = 0 if product.sale_open else max(1, math.ceil((product.sale_starts_at - db_now()).total_seconds()))
+    return render(request, "shop/product.html", {"product": product, "form": QuantityForm(), "opens_in": opens_in})
 
 
 @require_POST
@@ -33,6 +38,9 @@ def cart_add_view(request, sku: str):
     if product is None or not form.is_valid() or form.cleaned_data["quantity"] < 1:
         messages.error(request, "That could not be added to the cart.")
         return redirect("catalog")
+    if not product.sale_open:
+        messages.error(request, f"The sale of {product.name} has not started yet.")
+        return redirect("product", sku=product.sku)
     cart_add(request.session, sku=product.sku, quantity=form.cleaned_data["quantity"])
     in_cart = cart_get(request.session)[product.sku]
     messages.success(request, f"{product.name}: {in_cart} in your cart.")

@@ -46,7 +46,13 @@ STAFF_REFUSED = by_role(NOT_AUTHENTICATED, PERMISSION_DENIED, PERMISSION_DENIED,
 # Per endpoint: the answer per method and caller; "other" covers every method not named.
 EXPECTED = {
     "api:product-list": {"GET": each(OK), "HEAD": each(OK), "OPTIONS": each(OK), "other": each(NOT_ALLOWED)},
-    "api:product-detail": {"GET": each(OK), "HEAD": each(OK), "OPTIONS": each(OK), "other": each(NOT_ALLOWED)},
+    "api:product-detail": {
+        "GET": each(OK),
+        "HEAD": each(OK),
+        "OPTIONS": each(OK),
+        "PATCH": STAFF_ONLY,
+        "other": STAFF_REFUSED,
+    },
     "api:order-list": {
         "GET": CUSTOMERS,
         "HEAD": CUSTOMERS,
@@ -122,6 +128,7 @@ def world(make_product, customer, django_user_model, shop_staff):
 
 
 BODIES = {
+    "api:product-detail": {"max_per_customer": 5},
     "api:order-list": {"items": [{"sku": "MUG", "quantity": 1}]},
     "api:order-pay": {},
     "api:stock-detail": {"delta": 1, "reason": "access test"},

@@ -41,7 +41,7 @@ def check_out(page, *, sku="MUG", name="Logo mug", quantity="2"):
 def test_browse_add_to_cart_check_out_see_the_countdown_and_pay(page, catalog):
     page.goto("/")
     expect(page.get_by_text("5 available")).to_be_visible()
-    expect(page.get_by_text("Out of stock")).to_be_visible()
+    expect(page.get_by_text("Sold out")).to_be_visible()
     screenshot(page, "catalog")
 
     check_out(page)

@@ -150,14 +150,15 @@ def test_a_guests_browser_keeps_at_most_the_allowed_unpaid_orders(limited, setti
 def test_a_sale_that_has_not_started_refuses_through_the_api_and_the_checkout_then_opens(
     limited, customer_client, client
 ):
+    add_to_cart(client, "LTD")  # while on sale; then the sale is moved to start later
     starts_at = db_now() + timedelta(seconds=2)
     Product.objects.filter(pk=limited.pk).update(sale_starts_at=starts_at, max_per_customer=None)
+    assert add_to_cart(client, "LTD")["Location"] == "/products/LTD/"  # no adding before the sale
     response = customer_client.post(
         "/api/orders/", {"items": [{"sku": "LTD", "quantity": 1}]}, format="json", HTTP_IDEMPOTENCY_KEY="early"
     )
     assert response.status_code == 409
     assert response.json()["code"] == "sale_not_started" and response.json()["starts_at"] == starts_at.isoformat()
-    add_to_cart(client, "LTD")
     page = client.post("/checkout/", {"email": "g@example.com", "idempotency_key": checkout_key(client)}, follow=True)
     assert "opens at" in page.content.decode() and Order.objects.count() == 0
 

@@ -168,3 +168,19 @@ def test_erasing_takes_unused_deleted_products_and_keeps_those_with_history(admi
     assert Product.all_objects.get(sku="MUG").is_deleted
     assert stock_of(stocked).on_hand == 2
     assert Product.objects.filter(sku="CAP").exists()
+
+
+def test_staff_set_a_flash_sales_limit_and_start_in_the_admin(staff_admin, make_product):
+    mug = make_product(sku="MUG", stock=3)
+    url = reverse("admin:shop_product_change", args=[mug.pk])
+    stock_inline = staff_admin.get(url).context["inline_admin_formsets"][0].formset.management_form
+    form = {"name": "Mug", "description": "", "price": "14.00", "is_active": "on", "_save": "Save"}
+    form.update({"max_per_customer": "2", "sale_starts_at_0": "2099-01-01", "sale_starts_at_1": "09:00:00"})
+    form.update({stock_inline.add_prefix(name): value for name, value in stock_inline.initial.items()})
+
+    assert staff_admin.post(url, form).status_code == 302
+
+    mug.refresh_from_db()
+    assert (mug.max_per_customer, mug.sale_starts_at.isoformat()) == (2, "2099-01-01T09:00:00+00:00")
+    form["max_per_customer"] = "0"
+    assert "Ensure this value is greater than or equal to 1." in staff_admin.post(url, form).content.decode()

@@ -29,6 +29,10 @@ def test_the_catalog_lists_products_for_sale_with_their_stock(api_client, catalo
         "on_hand": 10,
         "reserved": 0,
         "available": 10,
+        "sold_out": False,
+        "sale_open": True,
+        "sale_starts_at": None,
+        "max_per_customer": None,
     }
 
 
@@ -75,3 +79,41 @@ def test_the_catalog_ignores_a_stale_token(api_client, catalog):
     api_client.credentials(HTTP_AUTHORIZATION="Token not-a-real-token")
     assert api_client.get("/api/products/").status_code == 200
     assert api_client.get("/api/products/MUG/").status_code == 200
+
+
+def test_staff_set_the_limit_and_the_sale_start_and_everyone_sees_them(api_client, staff_client, catalog):
+    response = staff_client.patch(
+        "/api/products/mug/", {"max_per_customer": 2, "sale_starts_at": "2099-01-01T09:00:00Z"}, format="json"
+    )
+    assert response.status_code == 200
+    shown = api_client.get("/api/products/MUG/").json()
+    assert (shown["max_per_customer"], shown["sale_starts_at"], shown["sale_open"]) == (
+        2,
+        "2099-01-01T09:00:00Z",
+        False,
+    )
+
+    response = staff_client.patch("/api/products/MUG/", {"sale_starts_at": None}, format="json")
+    assert (response.json()["sale_open"], response.json()["max_per_customer"]) == (True, 2)  # the limit stays
+    assert api_client.get("/api/products/TEE/").json()["sold_out"] is True
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{}, {"max_per_customer": 0}, {"max_per_customer": "2"}, {"max_per_customer": 2.5}, {"sale_starts_at": "soon"}],
+)
+def test_bad_sale_terms_are_400_and_change_nothing(staff_client, catalog, body):
+    response = staff_client.patch("/api/products/MUG/", body, format="json")
+    assert response.status_code == 400 and response.json()["code"] == "invalid_input"
+    assert staff_client.get("/api/products/MUG/").json()["max_per_customer"] is None
+
+
+def test_only_staff_with_change_product_edit_sale_terms(api_client, customer_client, staff_user, catalog):
+    from tests.conftest import client_for
+
+    assert api_client.patch("/api/products/MUG/", {"max_per_customer": 1}, format="json").status_code == 401
+    assert customer_client.patch("/api/products/MUG/", {"max_per_customer": 1}, format="json").status_code == 403
+    assert client_for(staff_user).patch("/api/products/MUG/", {"max_per_customer": 1}, format="json").status_code == 403
+    assert (
+        api_client.get("/api/products/MUG/", HTTP_AUTHORIZATION="Token stale").status_code == 200
+    )  # reading is public

@@ -27,32 +27,58 @@
     });
   }
 
-  // Live availability on catalog and product pages, from the public API.
+  // Live availability on catalog and product pages, from the public API: the same answer the API gives.
+  // A product page asks for its one product; every few seconds at most, never faster.
+  function availabilityHtml(product) {
+    if (!product.sale_open) { return '<span class="opens">Opens soon</span>'; }
+    if (product.sold_out) { return '<span class="out-of-stock">Sold out</span>'; }
+    return '<span class="in-stock">' + product.available + " available</span>";
+  }
+
   function liveAvailability() {
     var elements = document.querySelectorAll("[data-available-for]");
     if (!elements.length) { return; }
+    var one = document.querySelector("[data-one-product]");
+    var url = one ? "/api/products/" + encodeURIComponent(one.getAttribute("data-available-for")) + "/" : "/api/products/?page_size=100";
+    function show(products) {
+      var bySku = {};
+      products.forEach(function (product) { bySku[product.sku] = product; });
+      elements.forEach(function (element) {
+        var product = bySku[element.getAttribute("data-available-for")];
+        if (!product || !product.sale_open) { return; }  // an opening sale is shown by reloading (below)
+        element.innerHTML = availabilityHtml(product);
+        document.querySelectorAll('[data-add-for="' + product.sku + '"]').forEach(function (button) {
+          button.disabled = product.sold_out;
+        });
+      });
+    }
     function refresh() {
-      fetch("/api/products/?page_size=100", { headers: { Accept: "application/json" } })
+      fetch(url, { headers: { Accept: "application/json" } })
         .then(function (response) { return response.ok ? response.json() : null; })
-        .then(function (page) {
-          if (!page) { return; }
-          var available = {};
-          page.results.forEach(function (product) { available[product.sku] = product.available; });
-          elements.forEach(function (element) {
-            var sku = element.getAttribute("data-available-for");
-            if (!(sku in available)) { return; }
-            var n = available[sku];
-            element.innerHTML = n > 0 ? '<span class="in-stock">' + n + " available</span>" : '<span class="out-of-stock">Out of stock</span>';
-          });
-        })
+        .then(function (answer) { if (answer) { show(one ? [answer] : answer.results); } })
         .catch(function () {});
     }
     setInterval(refresh, 5000);
+  }
+
+  // Before a sale opens, the product page counts down (from the server's clock) and reloads at the start.
+  function saleCountdown() {
+    document.querySelectorAll("[data-opens-in]").forEach(function (element) {
+      var opensAt = Date.now() + Number(element.getAttribute("data-opens-in")) * 1000;
+      function tick() {
+        var left = Math.max(0, Math.ceil((opensAt - Date.now()) / 1000));
+        var hours = Math.floor(left / 3600), minutes = Math.floor((left % 3600) / 60), seconds = left % 60;
+        element.textContent = (hours ? hours + ":" + String(minutes).padStart(2, "0") : minutes) + ":" + String(seconds).padStart(2, "0");
+        if (left > 0) { setTimeout(tick, 1000); } else { window.location.reload(); }
+      }
+      tick();
+    });
   }
 
   document.addEventListener("DOMContentLoaded", function () {
     startCountdowns();
     submitOnce();
     liveAvailability();
+    saleCountdown();
   });
 })();
