@@ -137,7 +137,7 @@ class OrderCollectionApi(generics.ListAPIView):
             email=request.user.email,
             items=data.validated_data["items"],
             idempotency_key=key,
-            client_address=throttle.get_ident(request),
+            client_address=throttle.client_address,
         )
         prefetch_related_objects([order], "lines__product")  # the lines and the total read them once
         return Response(OrderOutputSerializer(order).data, status=status.HTTP_201_CREATED)

@@ -17,7 +17,9 @@ class OrderThrottle(CountingThrottle):
     rate_setting = "ORDER_THROTTLE_RATE"
 
     def __init__(self, request, *, email: str = ""):
-        idents = [f"ip:{self.get_ident(request)}"]
+        # The address as the throttle counts it; orders keep it (a guest's unpaid orders are capped per address).
+        self.client_address = (self.get_ident(request) or "")[:100]
+        idents = [f"ip:{self.client_address}"]
         if request.user.is_authenticated:
             idents.append(f"customer:{request.user.pk}")
         elif email:

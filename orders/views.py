@@ -75,7 +75,7 @@ def checkout(request):
                     email=form.cleaned_data["email"] or getattr(request.user, "email", ""),
                     items=[{"sku": line["product"].sku, "quantity": line["quantity"]} for line in lines],
                     idempotency_key=form.cleaned_data["idempotency_key"],
-                    client_address=throttle.get_ident(request),
+                    client_address=throttle.client_address,
                     guest_orders=request.session.get(SESSION_ORDERS, []),
                 )
             except InsufficientStock as exc:

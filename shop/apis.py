@@ -2,7 +2,7 @@ from django.conf import settings
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, serializers
 from rest_framework.exceptions import NotFound
-from rest_framework.permissions import SAFE_METHODS, AllowAny, BasePermission
+from rest_framework.permissions import AllowAny, BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -34,10 +34,13 @@ class ProductOutputSerializer(serializers.Serializer):
 
 
 class ProductPermission(BasePermission):
-    """Anyone reads the catalog; staff with the admin's change permission edit a product's terms of sale."""
+    """Anyone reads the catalog; staff with the admin's change permission edit a product's terms of sale.
+
+    Methods the view lacks pass, to be answered 405 like everywhere else.
+    """
 
     def has_permission(self, request, view):
-        if request.method in SAFE_METHODS:
+        if request.method != "PATCH":
             return True
         return bool(request.user and request.user.is_staff and request.user.has_perm("shop.change_product"))
 
@@ -100,12 +103,12 @@ class ProductDetailApi(APIView):
             return data
 
     def initialize_request(self, request, *args, **kwargs):
-        # Reading is public, with no authentication: a stale token must not turn the catalog into a 401.
-        self.reading = request.method in SAFE_METHODS
+        # Only editing authenticates: a stale token must not turn the catalog into a 401.
+        self.editing = request.method == "PATCH"
         return super().initialize_request(request, *args, **kwargs)
 
     def get_authenticators(self):
-        return [] if self.reading else super().get_authenticators()
+        return super().get_authenticators() if self.editing else []
 
     @extend_schema(
         operation_id="products_retrieve",

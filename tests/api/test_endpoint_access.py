@@ -51,7 +51,7 @@ EXPECTED = {
         "HEAD": each(OK),
         "OPTIONS": each(OK),
         "PATCH": STAFF_ONLY,
-        "other": STAFF_REFUSED,
+        "other": each(NOT_ALLOWED),
     },
     "api:order-list": {
         "GET": CUSTOMERS,
