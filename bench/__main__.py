@@ -25,6 +25,7 @@ from bench import (
     http_load,
     lock_wait,
     reserve,  # noqa: I001 - selects the bench database and sets Django up first
+    soldout,
     sweep,
 )
 from bench.profile import profile_order_place, round_trips
@@ -315,7 +316,62 @@ def plot(cells, workers) -> list[str]:
     return files
 
 
-def write_report(args, cells, extra_rounds, http_runs, sweep_results, lock_rows, trips, profile_text) -> Path:
+def http_table(runs: list[dict]) -> list[str]:
+    return _table(
+        [
+            "run",
+            "stock",
+            "seconds",
+            "requests",
+            "req/s",
+            "p50 ms",
+            "p99 ms",
+            "answers",
+            "orders placed (incl. in flight at the stop)",
+            "units reserved",
+            "oversold (told / rows)",
+            "books agree",
+        ],
+        [
+            [
+                run["label"],
+                f"{run['stock']:,}",
+                run["seconds"],
+                run["requests"],
+                f"{run['requests_per_s']:.0f}",
+                run["p50_ms"],
+                run["p99_ms"],
+                ", ".join(f"{answer}: {n}" for answer, n in sorted(run["answers"].items())),
+                run["orders_placed"],
+                run["units_reserved"],
+                f"{run['oversold_told']} / {run['oversold_rows']}",
+                run["books_agree"],
+            ]
+            for run in runs
+        ],
+    )
+
+
+def flash_sale_target(refusals) -> list[str]:
+    found = soldout.medians(refusals)
+    rows = []
+    for workers in sorted({w for w, _ in found}):
+        ours = found[(workers, soldout.OurReserveRefusal.name)]["rate"]
+        floor = found[(workers, soldout.FloorRefusal.name)]["rate"]
+        rows.append(
+            [
+                f"hot sold-out SKU, W={workers}: our refusal (stock_reserve) vs the floor's refusal",
+                ">= 1x",
+                f"**{ours / floor:.2f}x**",
+                "yes" if ours >= floor else "**no**",
+            ]
+        )
+    return _table(["target", "wanted", "measured (medians)", "met"], rows)
+
+
+def write_report(
+    args, cells, extra_rounds, http_runs, sweep_results, lock_rows, trips, profile_text, refusals, flash_runs
+) -> Path:
     lines = [
         "# Benchmarks",
         "",
@@ -365,39 +421,26 @@ def write_report(args, cells, extra_rounds, http_runs, sweep_results, lock_rows,
         "`/api/orders/` with a token and a fresh Idempotency-Key each. Clients, server, MariaDB and Redis",
         "share the same two cores.",
         "",
-        *_table(
-            [
-                "run",
-                "stock",
-                "seconds",
-                "requests",
-                "req/s",
-                "p50 ms",
-                "p99 ms",
-                "answers",
-                "orders placed (incl. in flight at the stop)",
-                "units reserved",
-                "oversold (told / rows)",
-                "books agree",
-            ],
-            [
-                [
-                    run["label"],
-                    f"{run['stock']:,}",
-                    run["seconds"],
-                    run["requests"],
-                    f"{run['requests_per_s']:.0f}",
-                    run["p50_ms"],
-                    run["p99_ms"],
-                    ", ".join(f"{answer}: {n}" for answer, n in sorted(run["answers"].items())),
-                    run["orders_placed"],
-                    run["units_reserved"],
-                    f"{run['oversold_told']} / {run['oversold_rows']}",
-                    run["books_agree"],
-                ]
-                for run in http_runs
-            ],
-        ),
+        *http_table(http_runs),
+        "",
+        "## Flash sale: refusals after a sell-out",
+        "",
+        "Once a hot SKU is sold out, nearly every request of the crowd is a refusal. W client processes ask",
+        "for one unit of a SKU with none free (`bench/soldout.py`), each design side by side at each W, three",
+        "rounds. The floor's refusal is the guarded UPDATE matching no row on the bare table. Ours answers",
+        "from the SKU's sold-out mark in Redis (`inventory.locks.soldout`): `stock_reserve` with one MGET;",
+        "`order_place` with the MGET and then the look-up of an order placed earlier under the same",
+        "idempotency key (a retry of an order that took the last unit is told its order). Today's path is",
+        "the same service with the marks off: queue for the lock, read under it, refuse.",
+        "",
+        *flash_sale_target(refusals),
+        "",
+        *soldout.refusal_table(refusals),
+        "",
+        "Over HTTP: gunicorn as above, locust's users buying one unit each of a SKU with 100 units for 10",
+        "seconds, with the marks and without them (`SOLD_OUT_MARK_SECONDS=0`), each on a fresh server.",
+        "",
+        *http_table(flash_runs),
         "",
         "## Expiry sweep",
         "",
@@ -469,12 +512,22 @@ def main():
     extra_rounds = target_rounds(rounds=2, workers=args.workers, duration=args.duration, progress=step)
     step("HTTP end to end")
     http_runs = http_load.run_http(users=16 if args.quick else 64, seconds=5 if args.quick else 15)
+    step("flash sale: refusals after a sell-out")
+    refusals = soldout.run_refusals(
+        workers=[16] if args.quick else list(soldout.WORKERS),
+        duration=args.duration,
+        rounds=1 if args.quick else 3,
+        progress=step,
+    )
+    step("flash sale over HTTP")
+    flash_runs = http_load.run_flash_sale(users=16 if args.quick else 64, seconds=5 if args.quick else 10)
     step("lock waiting")
     lock_rows = lock_wait.table(workers=[16], rounds=20 if args.quick else 60, hold_ms=3.0)
     step(f"expiry sweep of {args.sweep_orders} orders")
     sweep_results = sweep.run_sweep(orders=args.sweep_orders)
     args.minutes, args.finished = (time.monotonic() - started) / 60, datetime.now(UTC)
     results = (args, cells, extra_rounds, http_runs, sweep_results, lock_rows, trips, profile_text)
+    results += (refusals, flash_runs)
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_bytes(pickle.dumps(results))
     report = report_write(results)

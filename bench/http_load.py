@@ -3,6 +3,7 @@
 Two runs: one with ample stock (requests/s and latency of placing orders), one that sells a small
 stock out (the refusals by error code, and that the units sold never exceed the stock: counted from
 the 201 answers and from the reservation rows, against the restock rows, never from the counters).
+``run_flash_sale``: 100 units and a crowd for 10 s, with the sold-out marks and without, side by side.
 
     DATABASE_URL=mysql://root:@127.0.0.1:3306/shop REDIS_URL=redis://127.0.0.1:6379/0 python -m bench.http_load
 """
@@ -52,8 +53,8 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _server_env() -> dict:
-    return {
+def _server_env(**overrides) -> dict:
+    return overrides | {
         "PATH": os.environ["PATH"],
         "DATABASE_URL": os.environ["DATABASE_URL"],
         "REDIS_URL": settings.REDIS_URL,
@@ -66,11 +67,12 @@ def _server_env() -> dict:
 
 
 class Server:
-    """gunicorn on a free port, started and stopped around a run."""
+    """gunicorn on a free port, started and stopped around a run (``env``: settings for it)."""
 
-    def __init__(self, workers: int, threads: int):
+    def __init__(self, workers: int, threads: int, **env):
         self.workers, self.threads, self.port = workers, threads, _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.env = _server_env(**env)
 
     def __enter__(self):
         self.log = tempfile.TemporaryFile()
@@ -80,7 +82,7 @@ class Server:
                 *("--workers", str(self.workers), "--threads", str(self.threads)),
             ],
             cwd=ROOT,
-            env=_server_env(),
+            env=self.env,
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
@@ -158,28 +160,45 @@ def run_http(*, users: int = 64, seconds: int = 15, sellout_stock: int = 500, th
     runs = []
     with Server(workers=2 * os.cpu_count(), threads=threads) as server:
         for label, stock, run_seconds in (("ample stock", 10_000_000, seconds), ("sell-out", sellout_stock, 8)):
-            sku = f"HTTP-{uuid.uuid4().hex[:8].upper()}"
-            product = product_create(sku=sku, name="HTTP bench", price="1.00", initial_stock=stock)
-            result = _locust(server.url, sku=sku, token=token, users=users, seconds=run_seconds)
-            time.sleep(3)  # orders still in flight when locust stopped commit before the books are read
-            books = Stock.objects.get(product=product)
-            placed = Order.objects.filter(customer=user, lines__product=product).count()
-            [(given, taken)] = units_given_and_taken([product])
-            result |= {
-                "label": label,
-                "stock": stock,
-                "workers": server.workers,
-                "threads": server.threads,
-                "orders_placed": placed,
-                "units_reserved": books.reserved,
-                # Each 201 told a buyer one unit is theirs; each active or committed reservation row holds one.
-                "oversold_told": max(0, result["answers"]["201 created"] - given),
-                "oversold_rows": max(0, taken - given),
-                # Orders in flight when locust stops are placed but never answered: placed >= 201s.
-                "books_agree": placed == books.reserved and placed >= result["answers"]["201 created"],
-            }
-            runs.append(result)
+            runs.append(_run(server, user, token, label=label, stock=stock, users=users, seconds=run_seconds))
     return runs
+
+
+def run_flash_sale(*, users: int = 64, seconds: int = 10, stock: int = 100, threads: int = THREADS) -> list[dict]:
+    """A flash sale: ``stock`` units, ``users`` buyers for ``seconds``; with the sold-out marks, then without
+    (``SOLD_OUT_MARK_SECONDS=0``, today's path), each on a fresh server."""
+    call_command("migrate", verbosity=0)
+    user, token = _buyer()
+    runs = []
+    for label, mark_seconds in (("flash sale: sold-out marks (ours)", None), ("flash sale: marks off", 0)):
+        env = {} if mark_seconds is None else {"SOLD_OUT_MARK_SECONDS": str(mark_seconds)}
+        with Server(workers=2 * os.cpu_count(), threads=threads, **env) as server:
+            runs.append(_run(server, user, token, label=label, stock=stock, users=users, seconds=seconds))
+    return runs
+
+
+def _run(server: Server, user, token: str, *, label: str, stock: int, users: int, seconds: int) -> dict:
+    """Locust buyers on a fresh SKU of ``stock`` units; their answers, and the books read afterwards."""
+    sku = f"HTTP-{uuid.uuid4().hex[:8].upper()}"
+    product = product_create(sku=sku, name="HTTP bench", price="1.00", initial_stock=stock)
+    result = _locust(server.url, sku=sku, token=token, users=users, seconds=seconds)
+    time.sleep(3)  # orders still in flight when locust stopped commit before the books are read
+    books = Stock.objects.get(product=product)
+    placed = Order.objects.filter(customer=user, lines__product=product).count()
+    [(given, taken)] = units_given_and_taken([product])
+    return result | {
+        "label": label,
+        "stock": stock,
+        "workers": server.workers,
+        "threads": server.threads,
+        "orders_placed": placed,
+        "units_reserved": books.reserved,
+        # Each 201 told a buyer one unit is theirs; each active or committed reservation row holds one.
+        "oversold_told": max(0, result["answers"]["201 created"] - given),
+        "oversold_rows": max(0, taken - given),
+        # Orders in flight when locust stops are placed but never answered: placed >= 201s.
+        "books_agree": placed == books.reserved and placed >= result["answers"]["201 created"],
+    }
 
 
 def main():
@@ -188,8 +207,13 @@ def main():
     parser.add_argument("--seconds", type=int, default=15)
     parser.add_argument("--threads", type=int, default=THREADS)
     parser.add_argument("--sellout-stock", type=int, default=500, help="units of the SKU the sell-out run sells")
+    parser.add_argument("--flash-sale", action="store_true", help="only the flash sale: 100 units, 10 s, marks on/off")
     args = parser.parse_args()
-    for run in run_http(users=args.users, seconds=args.seconds, sellout_stock=args.sellout_stock, threads=args.threads):
+    if args.flash_sale:
+        runs = run_flash_sale(users=args.users, threads=args.threads)
+    else:
+        runs = run_http(users=args.users, seconds=args.seconds, sellout_stock=args.sellout_stock, threads=args.threads)
+    for run in runs:
         print(run)
 
 

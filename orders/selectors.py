@@ -117,6 +117,8 @@ def order_units_held(*, buyers, product_ids) -> dict[tuple[str, int], int]:
 
 def order_count_open_guest(*, client_address: str = "", numbers=()) -> int:
     """A guest's unpaid orders: those placed from ``client_address``, or the most of ``numbers`` (a browser's)."""
+    if not client_address and not numbers:
+        return 0
     unpaid = Order.objects.filter(customer__isnull=True, status=Order.Status.AWAITING_PAYMENT)
     from_address = unpaid.filter(client_address=client_address).count() if client_address else 0
     from_browser = unpaid.filter(number__in=list(numbers)).count() if numbers else 0

@@ -21,13 +21,13 @@ from django.db import IntegrityError
 from core.clock import db_now
 from core.db import from_row, is_duplicate_key, retry_on_deadlock
 from core.errors import InvalidInput
-from inventory import locks
 from inventory.batching import Batch, Demand, stock_section_batched
 from inventory.errors import InsufficientStock, LockTimeout, LockUnavailable
 from inventory.services import (
     ReservationLine,
     StockLine,
     stock_lines_validate,
+    stock_refuse_if_sold_out,
     stock_reservations_create,
 )
 from orders import sql
@@ -89,9 +89,16 @@ def _key_hash(idempotency_key: str) -> str:
 
 
 def _order_replay(*, scope: str, idempotency_key: str, fingerprint: str) -> Order | None:
-    """The order an earlier request with this key placed, if any; a different request is a conflict."""
-    order = Order.all_objects.filter(idempotency_scope=scope, idempotency_key_hash=_key_hash(idempotency_key)).first()
-    if order is not None and order.request_fingerprint != fingerprint:
+    """The order an earlier request with this key placed, if any; a different request is a conflict.
+
+    Asked after every refusal (was it a retry of an order placed meanwhile?), so the look-up is one
+    plain-SQL read of the key's unique index; only a replay loads the order.
+    """
+    ids = sql.order_ids_with_keys(scopes={scope}, key_hashes={_key_hash(idempotency_key)})
+    if not ids:
+        return None
+    order = Order.all_objects.get(pk=ids[0])
+    if order.request_fingerprint != fingerprint:
         raise IdempotencyConflict(number=order.number)
     return order
 
@@ -154,7 +161,7 @@ def order_place(
         _guest_check_open_orders(request, guest_orders=guest_orders)
     for attempt in range(1, PLACE_ATTEMPTS + 1):
         try:
-            _refuse_if_marked_sold_out(lines)
+            stock_refuse_if_sold_out(lines=[(line.sku, line.quantity) for line in lines])
             # A deadlock victim (say, with a sweeper) was rolled back whole: nothing happened, try again.
             placed = retry_on_deadlock(
                 lambda: stock_section_batched(
@@ -200,21 +207,6 @@ def lines_check_limits(lines, products: dict[str, OrderableProduct], *, held) ->
         limit = products[sku].max_per_customer
         if limit is not None and (units := held(products[sku].pk)) + quantity > limit:
             raise LimitExceeded(sku=sku, limit=limit, held=units, allowed=max(limit - units, 0))
-
-
-def _refuse_if_marked_sold_out(lines) -> None:
-    """``InsufficientStock`` (none available) for lines on SKUs marked sold out, without the lock.
-
-    A mark only says what the last section on the SKU left (``inventory.locks.soldout``); a SKU with no
-    mark takes the slow path, which decides.
-    """
-    marked = locks.skus_sold_out(line.sku for line in lines)
-    if marked:
-        raise InsufficientStock(
-            shortages=[
-                {"sku": line.sku, "requested": line.quantity, "available": 0} for line in lines if line.sku in marked
-            ]
-        )
 
 
 def _guest_check_open_orders(request: _PlaceRequest, *, guest_orders) -> None:
