@@ -242,8 +242,9 @@ def limits(cells, workers) -> list[str]:
         f"{cores * 1000 / place.cpu_ms_per_op:,.0f}/s; the floor's cap is {cores * 1000 / floor.cpu_ms_per_op:,.0f}/s. "
         "The ratios to the floor are ratios of CPU per order, not of waiting.",
         f"- **Where it goes.** One order alone (no batch to share with) costs {alone.cpu_ms_per_op:.1f} ms of CPU "
-        "(the uniform W=1 row): two Redis round trips (acquire-and-wait, release) and two SQL round trips "
-        "(the reservation and ledger INSERTs and the guarded UPDATE, sent together after a savepoint so "
+        "(the uniform W=1 row): three Redis round trips (the sold-out marks, acquire-and-wait, release) "
+        "and two SQL round trips (the reservation and ledger INSERTs, the guarded UPDATE and the units it "
+        "left, sent together after a savepoint so "
         "nothing is read first, then the COMMIT; the autocommit switches Django's transaction adds around "
         "each commit are not sent between transactions that follow one another, config/mysql). Group commit shares the "
         "holder's part over a batch, so a hot SKU gets "

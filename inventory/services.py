@@ -172,9 +172,7 @@ def stock_refuse_if_sold_out(*, lines) -> None:
     marked = locks.skus_sold_out(sku for sku, _ in lines)
     if marked:
         raise InsufficientStock(
-            shortages=[
-                {"sku": sku, "requested": quantity, "available": 0} for sku, quantity in lines if sku in marked
-            ]
+            shortages=[{"sku": sku, "requested": quantity, "available": 0} for sku, quantity in lines if sku in marked]
         )
 
 

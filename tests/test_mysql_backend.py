@@ -65,14 +65,14 @@ def test_two_reservations_in_a_row_cost_their_statements_and_one_switch_off_and_
 
     sent = statements_sent(lambda: [stock_reserve(order=order, expires_at=order.expires_at) for order in orders])
 
-    # Each reservation: savepoint, reservations, ledger rows, guarded UPDATE (one round trip), COMMIT
-    # (5 statements, 7 with Django's backend), and the two switches and the status read.
+    # Each reservation: savepoint, reservations, ledger rows, guarded UPDATE and the units it left (one
+    # round trip), COMMIT (6 statements), and the two switches and the status read.
     assert sent == {
         "Com_set_option": 2,
         "Com_savepoint": 2,
         "Com_commit": 2,
         "Com_update": 2,
-        "Questions": 2 * 5 + 2 + 1,
+        "Questions": 2 * 6 + 2 + 1,
     }
 
 

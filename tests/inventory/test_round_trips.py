@@ -41,7 +41,7 @@ def test_placing_an_order_costs_a_fixed_number_of_queries_and_redis_commands(mak
     assert redis_commands == ["MGET"] + ["CLIENT+EVALSHA+BLPOP"] * skus + ["EVALSHA"] * skus
 
 
-def test_reserving_an_order_with_its_lines_at_hand_costs_three_queries_and_two_redis_round_trips(
+def test_reserving_an_order_with_its_lines_at_hand_costs_three_queries_and_three_redis_round_trips(
     make_product, redis_commands
 ):
     make_product(sku="SKU-0", stock=10)
@@ -56,5 +56,6 @@ def test_reserving_an_order_with_its_lines_at_hand_costs_three_queries_and_two_r
     # (no read before: the stock covers it) and the units it left (a sell-out is marked); COMMIT.
     assert len(queries) == 3, [q["sql"][:60] for q in queries]
     assert queries[1]["sql"].count("; ") == 4
-    assert redis_commands == ["CLIENT+EVALSHA+BLPOP", "EVALSHA"]  # acquire (and take the queued), release
+    # The sold-out marks, then acquire (and take the queued) and release.
+    assert redis_commands == ["MGET", "CLIENT+EVALSHA+BLPOP", "EVALSHA"]
     assert [r.quantity for r in reservations] == [1] and reservations[0].pk is not None

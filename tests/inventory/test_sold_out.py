@@ -15,7 +15,7 @@ from bench.redis_wire import redis_round_trips
 from core.errors import DomainError
 from inventory import locks
 from inventory.models import Reservation
-from inventory.services import stock_adjust, stock_restock
+from inventory.services import stock_adjust, stock_reserve, stock_restock
 from orders import services
 from orders.models import Order
 from tests.conftest import assert_books_balance, stock_of
@@ -190,4 +190,20 @@ def test_a_crash_between_the_commit_and_the_mark_changes_nothing_but_speed(make_
     assert refused("after")["shortages"] == [{"sku": "HOT", "requested": 1, "available": 0}]
     assert marked()  # the slow path's refusal marked it
     assert (stock_of(hot).on_hand, stock_of(hot).reserved) == (1, 1)
+    assert_books_balance(hot)
+
+
+def test_reserving_an_orders_lines_again_on_a_marked_sku_is_refused_from_redis(sold_out):
+    hot, (first, _) = sold_out
+    _expire([first])  # frees its unit and clears the mark; the next order sells it out again
+    place("third")
+    assert marked()
+    first = Order.objects.prefetch_related("lines__product").get(pk=first.pk)
+
+    with redis_round_trips() as redis_sent, CaptureQueriesContext(connection) as queries:
+        with pytest.raises(DomainError) as refusal:
+            stock_reserve(order=first, expires_at=timezone.now() + timedelta(minutes=15))
+
+    assert refusal.value.payload["shortages"] == [{"sku": "HOT", "requested": 1, "available": 0}]
+    assert (redis_sent, len(queries)) == (["MGET"], 0)
     assert_books_balance(hot)
