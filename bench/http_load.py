@@ -33,7 +33,7 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
-from rest_framework.authtoken.models import Token  # noqa: E402
+from knox.models import AuthToken  # noqa: E402
 
 from bench.reserve import units_given_and_taken  # noqa: E402
 from inventory.models import Stock  # noqa: E402
@@ -151,7 +151,7 @@ def _locust(url: str, *, sku: str, token: str, users: int, seconds: int) -> dict
 
 def _buyer() -> tuple[object, str]:
     user, _ = get_user_model().objects.get_or_create(username="bench-buyer", defaults={"email": "bench@example.com"})
-    return user, Token.objects.get_or_create(user=user)[0].key
+    return user, AuthToken.objects.create(user)[1]
 
 
 def run_http(*, users: int = 64, seconds: int = 15, sellout_stock: int = 500, threads: int = THREADS) -> list[dict]:

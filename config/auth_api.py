@@ -6,37 +6,78 @@ from functools import wraps
 from django.shortcuts import render
 from django.views.decorators.debug import sensitive_post_parameters
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import exceptions
-from rest_framework.authtoken.views import ObtainAuthToken
+from knox.models import AuthToken
+from rest_framework import exceptions, serializers, status
+from rest_framework.authtoken.serializers import AuthTokenSerializer
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from config.api import LoginThrottle
 from core.api import ErrorSerializer, JSONParser
+from core.tokens import TokenAuthentication
 
 
-class TokenObtainApi(ObtainAuthToken):
-    """POST username and password, get the API token to send as ``Authorization: Token <token>``."""
+class TokenObtainApi(APIView):
+    """POST username and password, get an API token to send as ``Authorization: Token <token>``.
 
+    The token is django-rest-knox's: the database keeps only its hash, and it lives
+    ``API_TOKEN_TTL_SECONDS``, until revoked, or until the user's password changes (``core.tokens``).
+    """
+
+    authentication_classes = []  # a stale token in the request must not stop a login
+    permission_classes = []
     # JSON, as the rest of the API: the schema then promises only what the view parses.
     parser_classes = [JSONParser]
 
+    class TokenOutputSerializer(serializers.Serializer):
+        token = serializers.CharField()
+        expires = serializers.DateTimeField(help_text="When the token stops working; log in again for another.")
+
     @extend_schema(
         operation_id="auth_token",
+        request=AuthTokenSerializer,
         responses={
-            200: OpenApiResponse(description='{"token": "..."}'),
-            400: OpenApiResponse(ErrorSerializer, description="invalid_input: wrong credentials or missing fields"),
+            200: TokenOutputSerializer,
+            400: OpenApiResponse(
+                ErrorSerializer, description="invalid_input: wrong credentials or missing fields; malformed_json"
+            ),
             429: OpenApiResponse(
                 ErrorSerializer, description="throttled: too many failed logins from this address or for this user"
             ),
         },
     )
-    def post(self, request, *args, **kwargs):
+    def post(self, request):
         username = request.data.get("username", "") if isinstance(request.data, Mapping) else ""
         throttle = LoginThrottle(request, username=str(username))
         if not throttle.attempt():
             raise exceptions.Throttled(wait=throttle.wait())
-        response = super().post(request, *args, **kwargs)  # wrong credentials raise, and stay counted
+        credentials = AuthTokenSerializer(data=request.data, context={"request": request})
+        credentials.is_valid(raise_exception=True)  # wrong credentials raise, and stay counted
         throttle.give_back()  # a login that worked is not a guess
-        return response
+        token, secret = AuthToken.objects.create(credentials.validated_data["user"])
+        return Response(self.TokenOutputSerializer({"token": secret, "expires": token.expiry}).data)
+
+
+class TokenRevokeApi(APIView):
+    """POST with a token to revoke it: it stops working at once (an API client logging out)."""
+
+    authentication_classes = [TokenAuthentication]
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="auth_token_revoke",
+        request=None,
+        responses={
+            204: OpenApiResponse(description="revoked"),
+            401: OpenApiResponse(
+                ErrorSerializer, description="not_authenticated, authentication_failed (already revoked or expired)"
+            ),
+        },
+    )
+    def post(self, request):
+        request.auth.delete()
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 def login_throttled(view):

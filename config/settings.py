@@ -5,6 +5,7 @@ embedded Redis-compatible server (see ``config/embedded_redis.py``) that ``bin/r
 so every process shares one lock store and runs the same code path as in production.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -34,7 +35,7 @@ DJANGO_APPS = [
 ]
 THIRD_PARTY_APPS = [
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",
     "drf_spectacular",
     "drf_spectacular_sidecar",
 ]
@@ -195,7 +196,7 @@ PAYMENT_GATEWAY = env("PAYMENT_GATEWAY", default="") or SIMULATED_PAYMENT_GATEWA
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "core.tokens.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -207,6 +208,14 @@ REST_FRAMEWORK = {
     # How many proxies in front of us append to X-Forwarded-For: throttles key on the client address
     # they report. 0 trusts only REMOTE_ADDR, so a client cannot dodge a per-IP limit by sending the header.
     "NUM_PROXIES": env.int("NUM_PROXIES", default=0),
+}
+# API tokens (django-rest-knox, core.tokens): sent as "Authorization: Token <token>", stored only as a
+# hash, valid this long after login; revoked by POST /api/auth/token/revoke/ and by a password change.
+API_TOKEN_TTL_SECONDS = env.int("API_TOKEN_TTL_SECONDS", default=24 * 3600)
+REST_KNOX = {
+    "TOKEN_TTL": timedelta(seconds=API_TOKEN_TTL_SECONDS),
+    "AUTH_HEADER_PREFIX": "Token",
+    "AUTO_REFRESH": False,
 }
 # Orders one customer may place per minute through the API (DRF rate syntax).
 ORDER_THROTTLE_RATE = env("ORDER_THROTTLE_RATE", default="30/minute")

@@ -4,7 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from config import error_views
-from config.auth_api import TokenObtainApi, login_throttled
+from config.auth_api import TokenObtainApi, TokenRevokeApi, login_throttled
 from config.error_views import API_PREFIX
 from inventory import apis as inventory_apis
 from orders import apis as order_apis
@@ -29,6 +29,7 @@ api_patterns = [
     path("inventory/<str:sku>/", inventory_apis.StockDetailApi.as_view(), name="stock-detail"),
     path("inventory/<str:sku>/movements/", inventory_apis.StockMovementListApi.as_view(), name="stock-movements"),
     path("auth/token/", TokenObtainApi.as_view(), name="auth-token"),
+    path("auth/token/revoke/", TokenRevokeApi.as_view(), name="auth-token-revoke"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SwaggerUiView.as_view(url_name="api:schema"), name="docs"),
 ]

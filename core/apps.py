@@ -11,4 +11,4 @@ class CoreConfig(AppConfig):
     verbose_name = "Core"
 
     def ready(self):
-        from core import checks  # noqa: F401  (registers them)
+        from core import checks, tokens  # noqa: F401  (registers the checks and the token revocation)

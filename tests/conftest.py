@@ -104,6 +104,11 @@ def assert_told_their_orders(answers: dict, keys: list[str]) -> None:
 
 
 @pytest.fixture
+def bob(django_user_model):
+    return django_user_model.objects.create_user(username="bob", password="pw-bob-123")
+
+
+@pytest.fixture
 def staff_user(django_user_model):
     return django_user_model.objects.create_user(username="stan", password="pw-stan-123", is_staff=True)
 
@@ -135,12 +140,18 @@ def api_client():
     return APIClient()
 
 
+def token_for(user) -> str:
+    """A new API token of the user's, as ``POST /api/auth/token/`` would issue it."""
+    from knox.models import AuthToken
+
+    return AuthToken.objects.create(user)[1]
+
+
 def client_for(user):
-    from rest_framework.authtoken.models import Token
     from rest_framework.test import APIClient
 
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token_for(user)}")
     return client
 
 

@@ -107,11 +107,6 @@ def login_rate(settings):
     settings.LOGIN_THROTTLE_RATE = f"{RATE}/minute"
 
 
-@pytest.fixture
-def bob(django_user_model):
-    return django_user_model.objects.create_user(username="bob", password="pw-bob-123")
-
-
 def token_login(username: str, password: str, ip: str = "10.0.0.1", **headers):
     return APIClient().post(
         "/api/auth/token/", {"username": username, "password": password}, format="json", REMOTE_ADDR=ip, **headers

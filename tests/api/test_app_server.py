@@ -7,7 +7,7 @@ import pytest
 
 from inventory.models import StockMovement
 from orders.models import Order, OrderLine
-from tests.conftest import assert_books_balance, assert_told_their_orders, stock_of
+from tests.conftest import assert_books_balance, assert_told_their_orders, stock_of, token_for
 from tests.processes import app_server, http, process_env
 from tests.race import run_parallel, wait_for_peers
 
@@ -37,10 +37,8 @@ def _buyer(url, token, orders):
 
 
 def tokens(django_user_model, count):
-    from rest_framework.authtoken.models import Token
-
     users = [django_user_model.objects.create_user(username=f"buyer{i}", password="pw-12345678") for i in range(count)]
-    return [Token.objects.create(user=user).key for user in users]
+    return [token_for(user) for user in users]
 
 
 def test_300_concurrent_api_orders_on_one_sku_never_oversell(server, make_product, django_user_model):

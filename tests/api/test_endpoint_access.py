@@ -22,6 +22,7 @@ ROLES = ["anonymous", "stranger", "owner", "staff"]  # stranger: a customer who 
 
 OK = (200, None)
 CREATED = (201, None)
+NO_CONTENT = (204, None)
 NOT_AUTHENTICATED = (401, "not_authenticated")
 PERMISSION_DENIED = (403, "permission_denied")
 NOT_FOUND = (404, "not_found")  # another's order is the same answer as no order: its existence stays hidden
@@ -73,6 +74,12 @@ EXPECTED = {
     "api:stock-movements": {"GET": STAFF_ONLY, "HEAD": STAFF_ONLY, "OPTIONS": STAFF_ONLY, "other": STAFF_REFUSED},
     # Anyone may try to log in (with the owner's credentials here).
     "api:auth-token": {"POST": each(OK), "OPTIONS": each(OK), "other": each(NOT_ALLOWED)},
+    # A caller revokes the token it sends.
+    "api:auth-token-revoke": {
+        "POST": by_role(NOT_AUTHENTICATED, NO_CONTENT, NO_CONTENT, NO_CONTENT),
+        "OPTIONS": CUSTOMERS,
+        "other": CUSTOMERS_REFUSED,
+    },
     "api:schema": {"GET": each(OK), "HEAD": each(OK), "OPTIONS": each(OK), "other": each(NOT_ALLOWED)},
     "api:docs": {"GET": each(OK), "HEAD": each(OK), "other": each(NOT_ALLOWED_HTML)},
 }

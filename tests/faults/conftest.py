@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db.models import Sum
 
 from inventory.models import Reservation, Stock, StockMovement
-from tests.conftest import assert_books_balance
+from tests.conftest import assert_books_balance, token_for
 from tests.processes import wait_for
 
 
@@ -37,10 +37,8 @@ def private_redis_settings(settings, tmp_path):
 
 @pytest.fixture
 def token(django_user_model):
-    from rest_framework.authtoken.models import Token
-
     user = django_user_model.objects.create_user(username="buyer", password="pw-buyer-123")
-    return Token.objects.create(user=user).key
+    return token_for(user)
 
 
 def mysql_session():

@@ -114,7 +114,7 @@ def test_unknown_or_deleted_skus_are_not_found(staff_client, make_product):
 def test_a_token_comes_from_username_and_password(api_client, customer):
     good = api_client.post("/api/auth/token/", {"username": "alice", "password": "pw-alice-123"}, format="json")
     bad = api_client.post("/api/auth/token/", {"username": "alice", "password": "wrong"}, format="json")
-    assert good.status_code == 200 and len(good.json()["token"]) == 40
+    assert good.status_code == 200 and len(good.json()["token"]) == 64  # 256 random bits, as hex
     assert bad.status_code == 400 and bad.json()["code"] == "invalid_input"
     api_client.credentials(HTTP_AUTHORIZATION=f"Token {good.json()['token']}")
     assert api_client.get("/api/orders/").status_code == 200
