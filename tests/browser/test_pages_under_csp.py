@@ -1,0 +1,32 @@
+"""Pages the other browser tests do not open, each shown under the strict Content-Security-Policy.
+
+The ``page`` fixture fails any test whose pages break the policy; these pages must also still work.
+"""
+
+from playwright.sync_api import expect
+
+from inventory.products import demo_catalog_seed
+from tests.browser.conftest import screenshot
+
+
+def test_the_api_docs_render_their_operations(page):
+    page.goto("/api/docs/")
+    expect(page.get_by_text("/api/orders/").first).to_be_visible()
+    screenshot(page, "api-docs")
+
+
+def test_the_login_page_and_the_admin_pages_work(page, make_product):
+    demo_catalog_seed(staff_password="staff-pass-123")
+    page.goto("/accounts/login/")
+    expect(page.get_by_label("Username")).to_be_visible()
+    page.goto("/admin/login/")
+    page.get_by_label("Username").fill("staff")
+    page.get_by_label("Password").fill("staff-pass-123")
+    page.get_by_role("button", name="Log in").click()
+    page.goto("/admin/shop/product/")
+    page.get_by_role("link", name="SNEAKER-LTD").click()
+    expect(page.get_by_label("Max per customer")).to_have_value("2")
+    page.goto("/admin/shop/product/add/")
+    expect(page.get_by_label("Sale starts at")).to_have_count(0)  # a date and a time field instead
+    expect(page.get_by_role("link", name="Today").first).to_be_visible()  # the admin's date widget ran
+    screenshot(page, "admin-product-add")
