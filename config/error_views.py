@@ -24,7 +24,8 @@ class CredentialFilter(SafeExceptionReporterFilter):
     inside a URL: the Redis and broker URLs, cache locations, any DSN.
 
     Django masks settings by name (KEY, SECRET, PASS, ...); a store's URL has none of those in its name.
-    Masked here: every setting named like a store location, and any URL with a user or password in it.
+    Masked here: every setting named like a store location, and any URL with a user or password in it
+    (``user:pass@`` or ``?password=``, as the embedded Redis's unix socket URL carries it).
     """
 
     hidden_settings = re.compile(
@@ -45,7 +46,7 @@ def _carries_credentials(value: str) -> bool:
         parts = urlsplit(value)
     except ValueError:  # a URL this cannot read: masked rather than shown
         return True
-    return bool(parts.username or parts.password)
+    return bool(parts.username or parts.password or "password=" in parts.query.lower())
 
 
 def _is_api(request) -> bool:

@@ -1,7 +1,7 @@
 """Settings, read from the environment with safe defaults.
 
 With no DATABASE_URL and no REDIS_URL the shop runs in *embedded* mode: a SQLite file and an
-embedded Redis-compatible server (see ``config/embedded_redis.py``) that ``bin/run`` starts,
+embedded Redis server (see ``config/embedded_redis.py``) that ``bin/run`` starts,
 so every process shares one lock store and runs the same code path as in production.
 """
 
@@ -10,6 +10,8 @@ from pathlib import Path
 
 import environ
 from csp.constants import NONE, SELF
+
+from config.embedded_redis import embedded_dir, embedded_urls
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -131,9 +133,11 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: cache and locks -------------------------------------------------------------------
 
-EMBEDDED_REDIS_PORT = env.int("EMBEDDED_REDIS_PORT", default=6390)
 REDIS_MODE = "redis" if env("REDIS_URL", default="") else "embedded"
-REDIS_URL = env("REDIS_URL", default=f"redis://127.0.0.1:{EMBEDDED_REDIS_PORT}/0")
+if REDIS_MODE == "redis":
+    REDIS_URL = redis_broker_url = env("REDIS_URL")
+else:  # the server bin/run starts, on a unix socket in var/ with a password kept beside it
+    REDIS_URL, redis_broker_url = embedded_urls(embedded_dir(BASE_DIR))
 
 CACHES = {
     # Ordinary caching may degrade quietly when Redis blips.
@@ -262,7 +266,7 @@ SPECTACULAR_SETTINGS = {
 # schedule is code, reviewed in git and tuned by environment; beat needs no tables, and there is no
 # second, database-held copy of the schedule to drift from it.
 
-CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=redis_broker_url)
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     # An unacknowledged task (its worker died) is delivered again after this long. Sweeps are
     # idempotent and beat sends a new one every period anyway.

