@@ -67,6 +67,7 @@ def running_shop(env: dict):
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(20)
+        print("".join(output) + proc.stdout.read())  # the shop's whole log, shown if the test fails
 
 
 def run_shop(env: dict) -> tuple[str, int]:

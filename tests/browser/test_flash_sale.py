@@ -23,10 +23,12 @@ def test_the_product_page_counts_down_opens_and_shows_sold_out(page, make_produc
     expect(page.get_by_role("button", name="Add to cart")).to_be_enabled(timeout=15_000)  # reloaded at the start
     expect(page.locator('[data-available-for="SNEAKER"]')).to_have_text("2 available")
     screenshot(page, "flash-sale-open")
+    page.evaluate("window.sameDocument = true")  # gone if the page were reloaded
 
     order_place(customer=customer, items=[{"sku": "SNEAKER", "quantity": 2}], idempotency_key="all-of-it")
-    expect(page.locator('[data-available-for="SNEAKER"]')).to_have_text("Sold out", timeout=15_000)
+    expect(page.locator('[data-available-for="SNEAKER"]')).to_have_text("Sold out", timeout=15_000)  # polled
     expect(page.get_by_role("button", name="Add to cart")).to_be_disabled()
+    assert page.evaluate("window.sameDocument") is True
     screenshot(page, "flash-sale-sold-out")
 
 
