@@ -30,3 +30,14 @@ def test_the_login_page_and_the_admin_pages_work(page, make_product):
     expect(page.get_by_label("Sale starts at")).to_have_count(0)  # a date and a time field instead
     expect(page.get_by_role("link", name="Today").first).to_be_visible()  # the admin's date widget ran
     screenshot(page, "admin-product-add")
+
+
+def test_the_error_pages_work(page, db):
+    page.goto("/products/NO-SUCH-SKU/")
+    expect(page.get_by_role("heading").first).to_be_visible()
+    page.goto("/accounts/login/")
+    page.context.clear_cookies()  # the form goes without its CSRF cookie: Django's failure page, ours
+    page.get_by_label("Username").fill("alice")
+    page.get_by_label("Password").fill("pw-alice-123")
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("heading", name="This form could not be sent")).to_be_visible()
