@@ -236,6 +236,8 @@ REST_FRAMEWORK = {
 # API tokens (django-rest-knox, core.tokens): sent as "Authorization: Token <token>", stored only as a
 # hash, valid this long after login; revoked by POST /api/auth/token/revoke/ and by a password change.
 API_TOKEN_TTL_SECONDS = env.int("API_TOKEN_TTL_SECONDS", default=24 * 3600)
+if API_TOKEN_TTL_SECONDS <= 0:
+    raise environ.ImproperlyConfigured("API_TOKEN_TTL_SECONDS must be positive: every token would be expired")
 REST_KNOX = {
     "TOKEN_TTL": timedelta(seconds=API_TOKEN_TTL_SECONDS),
     "AUTH_HEADER_PREFIX": "Token",

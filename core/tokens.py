@@ -39,11 +39,14 @@ class TokenScheme(OpenApiAuthenticationExtension):
 
 @receiver(post_save, sender=settings.AUTH_USER_MODEL)
 def _tokens_revoke_on_password_change(sender, instance, created, **kwargs):
-    """A new password ends every API token of the user: whoever held the old one holds nothing now.
+    """A new password, or none, ends every API token of the user: whoever held the old one holds nothing now.
 
     ``set_password`` marks the change until the save (``_password``, which Django itself reads to call
     the validators' ``password_changed``): so the admin, ``changepassword`` and ``set_password`` with
-    ``save`` all revoke, while the hash upgrade Django makes at login does not.
+    ``save`` all revoke, while the hash upgrade Django makes at login does not. A user whose password
+    logins are disabled (``set_unusable_password``, the admin's option) cannot log in for a token, so
+    any token they hold is ended too.
     """
-    if not created and getattr(instance, "_password", None) is not None:
+    changed = getattr(instance, "_password", None) is not None or not instance.has_usable_password()
+    if not created and changed:
         instance.auth_token_set.all().delete()

@@ -360,3 +360,10 @@ def test_unknown_api_paths_are_json_404s_and_pages_are_html(db):
 @pytest.mark.django_db
 def test_password_reset_is_not_routed_because_the_shop_sends_no_email(client):
     assert client.post("/accounts/password_reset/", {"email": "a@example.com"}).status_code == 404
+
+
+@pytest.mark.parametrize("ttl", ["0", "-5"])
+def test_a_token_lifetime_that_is_not_positive_is_refused_at_start(ttl):
+    env = {**os.environ, "API_TOKEN_TTL_SECONDS": ttl, "DJANGO_SETTINGS_MODULE": "config.settings"}
+    run = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert run.returncode != 0 and "API_TOKEN_TTL_SECONDS" in run.stderr

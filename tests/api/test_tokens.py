@@ -93,3 +93,10 @@ def test_saving_a_user_without_a_new_password_keeps_the_tokens(customer):
 def test_a_token_that_is_not_utf8_is_refused_not_a_500(customer):
     response = APIClient().get("/api/orders/", HTTP_AUTHORIZATION="Token caf\xe9")
     assert response.status_code == 401 and response.json()["code"] == "authentication_failed"
+
+
+def test_disabling_password_logins_revokes_the_tokens(customer):
+    token = login()["token"]
+    customer.set_unusable_password()  # the admin's "disable password-based authentication" does this
+    customer.save()
+    assert orders_with(token).status_code == 401
