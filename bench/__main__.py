@@ -242,7 +242,8 @@ def limits(cells, workers) -> list[str]:
         f"{cores * 1000 / place.cpu_ms_per_op:,.0f}/s; the floor's cap is {cores * 1000 / floor.cpu_ms_per_op:,.0f}/s. "
         "The ratios to the floor are ratios of CPU per order, not of waiting.",
         f"- **Where it goes.** One order alone (no batch to share with) costs {alone.cpu_ms_per_op:.1f} ms of CPU "
-        "(the uniform W=1 row): three Redis round trips (the sold-out marks, acquire-and-wait, release) "
+        "(the uniform W=1 row): two Redis round trips (acquire-and-wait, whose script also refuses a SKU "
+        "marked sold out, and release) "
         "and two SQL round trips (the reservation and ledger INSERTs, the guarded UPDATE and the units it "
         "left, sent together after a savepoint so "
         "nothing is read first, then the COMMIT; the autocommit switches Django's transaction adds around "
@@ -429,10 +430,12 @@ def write_report(
         "Once a hot SKU is sold out, nearly every request of the crowd is a refusal. W client processes ask",
         "for one unit of a SKU with none free (`bench/soldout.py`), each design side by side at each W, three",
         "rounds. The floor's refusal is the guarded UPDATE matching no row on the bare table. Ours answers",
-        "from the SKU's sold-out mark in Redis (`inventory.locks.soldout`): `stock_reserve` with one MGET;",
-        "`order_place` with the MGET and then the look-up of an order placed earlier under the same",
-        "idempotency key (a retry of an order that took the last unit is told its order). Today's path is",
-        "the same service with the marks off: queue for the lock, read under it, refuse.",
+        "from the SKU's sold-out mark in Redis (`inventory.locks.soldout`): `stock_reserve` with one MGET",
+        "(a process that found the mark lately reads it first; the first refusal comes from the acquire",
+        "script, in the round trip that would have queued it); `order_place` with the MGET and then the",
+        "look-up of an order placed earlier under the same idempotency key (a retry of an order that took",
+        "the last unit is told its order). Today's path is the same service with the marks off: queue for",
+        "the lock, read under it, refuse.",
         "",
         *flash_sale_target(refusals),
         "",

@@ -4,7 +4,8 @@ Ways to say "none left", side by side at each W, each on a SKU with no unit free
 
 - the floor's refusal: the guarded UPDATE on the bare table, matching no row (one round trip);
 - ours, ``stock_reserve`` (an order's lines at hand, as in the reservation matrix): answered from the
-  SKU's sold-out mark, one Redis MGET;
+  SKU's sold-out mark, one Redis MGET (the process found it marked lately; its first refusal came
+  from the acquire script);
 - ours, ``order_place``: the mark, then the look-up of an order placed earlier under the same
   idempotency key (a retry of an order that took the last unit is told its order);
 - today's path for each: the marks off (``SOLD_OUT_MARK_SECONDS=0``): queue for the SKU's lock, read

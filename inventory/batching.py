@@ -111,11 +111,12 @@ class StockPlan:
 class Batch(ABC):
     """The requests of one kind that one lock holder carries out together, and what they share.
 
-    A subclass names its ``kind``, its ``request_type`` (a dataclass or msgspec Struct: queued
-    requests travel as typed JSON, ``inventory.locks.wire``) and ``result_type``; its ``__init__`` reads
-    what its steps need, once; ``step(request)`` applies the rules of one request and stages its
-    rows (``stage``) and units (``stock.take``); ``write()`` stores what is staged and fills in the
-    staged results (ids, times). ``free_more()`` may free units when the stock falls short.
+    A subclass names its ``kind``, its ``request_type`` (a dataclass or msgspec Struct whose ``lines``
+    have a ``sku`` and a ``quantity``: queued requests travel as typed JSON, ``inventory.locks.wire``)
+    and ``result_type``; its ``__init__`` reads what its steps need, once; ``step(request)`` applies
+    the rules of one request and stages its rows (``stage``) and units (``stock.take``); ``write()``
+    stores what is staged and fills in the staged results (ids, times). ``free_more()`` may free
+    units when the stock falls short. A batch only takes units, so a sold-out mark refuses its requests.
     """
 
     kind: ClassVar[str]
@@ -218,25 +219,57 @@ def stock_section_batched(*, skus: Iterable[str], batch_type: type[Batch], reque
     carries out every queued request of the same kind with its own in one transaction, then answers
     each. A hot SKU thus pays one lock hold and one commit per batch rather than per buyer, and
     buyers are still served in queue order. Several SKUs, or a section already held, run alone.
+
+    A request that names a SKU marked sold out is refused before it queues (``locks.soldout``): for
+    one SKU by the round trip that would queue it, or by one read of its mark if this process found
+    it marked lately (the cheaper answer while a sell-out lasts); for several by one read of their marks.
     """
     skus = sorted(set(skus))
     outcome = wire.RunAlone()
     if len(skus) == 1 and not locks.held_skus():
-        outcome = _served_or_serve(skus[0], batch_type=batch_type, request=request)
+        if locks.sold_out_lately(skus[0]) and locks.skus_sold_out(skus):
+            outcome = _sold_out_refusal(request, set(skus))
+        else:
+            outcome = _served_or_serve(skus[0], batch_type=batch_type, request=request)
+    elif marked := locks.skus_sold_out(skus):
+        outcome = _sold_out_refusal(request, marked)
     if isinstance(outcome, wire.RunAlone):
         with stock_section(skus=skus, takes_only=True):
             [outcome] = batch_run(batch_type, [request])
     if isinstance(outcome, Exception):
-        raise outcome
+        try:
+            raise outcome
+        finally:
+            # The raised error's traceback holds this frame: without this, each refusal would leave a
+            # reference cycle for the garbage collector, whose full passes stall a process that a
+            # crowd of refusals keeps busy.
+            del outcome
     return outcome
 
 
 def _served_or_serve(sku: str, *, batch_type: type[Batch], request):
     """Our outcome: answered by the holder we queued behind, or as holder of a batch (ours first)."""
-    with locks.sku_lock_serving(sku, kind=batch_type.kind, body=wire.encode(request)) as (lock, answer):
-        if lock is None:
-            return _served_outcome(sku, batch_type=batch_type, answer=answer)
-        return _serve(lock, sku=sku, batch_type=batch_type, request=request)
+    serving = locks.sku_lock_serving(
+        sku, kind=batch_type.kind, body=wire.encode(request), refuse_sold_out=settings.SOLD_OUT_MARK_SECONDS > 0
+    )
+    try:
+        with serving as (lock, answer):
+            if lock is None:
+                return _served_outcome(sku, batch_type=batch_type, answer=answer)
+            return _serve(lock, sku=sku, batch_type=batch_type, request=request)
+    except locks.MarkedSoldOut:
+        return _sold_out_refusal(request, {sku})
+
+
+def _sold_out_refusal(request, marked: set[str]) -> InsufficientStock:
+    """The refusal of ``request``'s lines on SKUs marked sold out: none available."""
+    return InsufficientStock(
+        shortages=[
+            {"sku": line.sku, "requested": line.quantity, "available": 0}
+            for line in request.lines
+            if line.sku in marked
+        ]
+    )
 
 
 def _served_outcome(sku: str, *, batch_type: type[Batch], answer: bytes | None):

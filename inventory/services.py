@@ -18,12 +18,11 @@ from django.db.models import F, Sum
 
 from core.db import from_row
 from core.errors import InvalidInput, InvalidQuantity
-from inventory import locks, sql
+from inventory import sql
 from inventory.batching import Batch, Demand, stock_section_batched
 from inventory.errors import (
     BelowReserved,
     DuplicateLine,
-    InsufficientStock,
     LedgerInconsistent,
     StaleStock,
     StockInvariantBroken,
@@ -163,26 +162,12 @@ class _ReserveBatch(Batch):
         return True
 
 
-def stock_refuse_if_sold_out(*, lines) -> None:
-    """``InsufficientStock`` (none available) for the lines, ``(sku, quantity)``, on SKUs marked sold out.
-
-    Answered from Redis alone: no lock, no transaction. A mark only says what the last section on the
-    SKU left (``inventory.locks.soldout``); a SKU with no mark takes the slow path, which decides.
-    """
-    marked = locks.skus_sold_out(sku for sku, _ in lines)
-    if marked:
-        raise InsufficientStock(
-            shortages=[{"sku": sku, "requested": quantity, "available": 0} for sku, quantity in lines if sku in marked]
-        )
-
-
 def stock_reserve(*, order, expires_at: datetime) -> list[Reservation]:
     """Reserve every line of ``order``, all or nothing; ``InsufficientStock`` lists every short line."""
     lines = tuple(
         ReservationLine(line.product.sku, line.pk, line.product_id, line.quantity)
         for line in order.lines_with_products()
     )
-    stock_refuse_if_sold_out(lines=[(line.sku, line.quantity) for line in lines])
     reserved = stock_section_batched(
         skus=[line.sku for line in lines], batch_type=_ReserveBatch, request=_ReserveRequest(expires_at, lines)
     )

@@ -41,10 +41,18 @@ from inventory.errors import LockTimeout, LockUnavailable
 from inventory.locks.client import lock_client
 from inventory.locks.operators import lock_clear_all, lock_list
 from inventory.locks.queue import QueuedLock
-from inventory.locks.soldout import skus_sold_out, sold_out_clear, sold_out_mark
+from inventory.locks.soldout import (
+    MarkedSoldOut,
+    skus_sold_out,
+    sold_out_clear,
+    sold_out_lately,
+    sold_out_mark,
+    sold_out_seen,
+)
 from inventory.locks.wire import lock_key
 
 __all__ = [
+    "MarkedSoldOut",
     "held_skus",
     "lock_clear_all",
     "lock_list",
@@ -52,6 +60,7 @@ __all__ = [
     "sku_locks",
     "skus_sold_out",
     "sold_out_clear",
+    "sold_out_lately",
     "sold_out_mark",
 ]
 
@@ -102,7 +111,7 @@ def sku_locks(skus: Iterable[str], *, wait: float | None = None) -> Iterator[Non
 
 
 @contextmanager
-def sku_lock_serving(sku: str, *, kind: str, body: bytes, wait: float | None = None):
+def sku_lock_serving(sku: str, *, kind: str, body: bytes, wait: float | None = None, refuse_sold_out: bool = False):
     """Hold one SKU's lock, or have its holder serve our request: group commit for a hot SKU.
 
     A waiter leaves ``body`` with its place in the queue. The holder gets the lock with the queued
@@ -112,11 +121,17 @@ def sku_lock_serving(sku: str, *, kind: str, body: bytes, wait: float | None = N
     to the holder and ``(None, answer)`` to a served waiter, which holds nothing; ``answer`` is None
     if the outcome is unknown: the holder took the request and never answered (it died, or stalled
     past its TTL), or Redis failed while the request may have been taken.
+
+    With ``refuse_sold_out``, a SKU marked sold out raises ``MarkedSoldOut`` instead, from the round
+    trip that would have queued us (``soldout``).
     """
     _refuse_nested()
     started = time.monotonic()
     wait = settings.LOCK_WAIT_SECONDS if wait is None else wait
-    lock, got = _acquire(sku, wait=wait, kind=kind.encode(), request=body)
+    lock, got = _acquire(sku, wait=wait, kind=kind.encode(), request=body, refuse_sold_out=refuse_sold_out)
+    if lock.sold_out:
+        sold_out_seen(sku)
+        raise MarkedSoldOut(sku)
     waited = time.monotonic() - started
     if waited >= settings.LOCK_WAIT_LOG_SECONDS:
         logger.info("lock wait: %s took %.3fs to %s", sku, waited, "be served" if lock.served else "acquire")
@@ -139,7 +154,9 @@ def _refuse_nested() -> None:
         raise RuntimeError(f"Already holding {sorted(held_skus())}: lock every SKU at once, in one call")
 
 
-def _acquire(sku: str, *, wait: float, kind: bytes = b"", request: bytes = b"") -> tuple[QueuedLock, bool]:
+def _acquire(
+    sku: str, *, wait: float, kind: bytes = b"", request: bytes = b"", refuse_sold_out: bool = False
+) -> tuple[QueuedLock, bool]:
     """One SKU's lock and whether we got it; an unreachable Redis is ``lock_unavailable``."""
     try:
         redis_client, make_key = lock_client()
@@ -153,7 +170,12 @@ def _acquire(sku: str, *, wait: float, kind: bytes = b"", request: bytes = b"") 
         lock.sku = sku
         serve, serve_at_least = (settings.STOCK_BATCH_MAX - 1, settings.STOCK_BATCH_MIN - 1) if kind else (0, 0)
         return lock, lock.acquire(
-            blocking_timeout=wait, kind=kind, request=request, serve=serve, serve_at_least=serve_at_least
+            blocking_timeout=wait,
+            kind=kind,
+            request=request,
+            serve=serve,
+            serve_at_least=serve_at_least,
+            refuse_sold_out=refuse_sold_out,
         )
     except redis.RedisError as exc:
         QueuedLock.acquire_script_loaded = False  # a restarted Redis has lost it

@@ -58,6 +58,7 @@ class QueuedLock(Lock):
     sku = ""  # for logs and errors
     served = False  # a holder took our request (``acquire`` with a request)
     served_result: bytes | None = None  # and this is its answer (None: it died before answering)
+    sold_out = False  # refused: the SKU is marked sold out (``acquire`` with ``refuse_sold_out``)
     taken: list[tuple[bytes, bytes]] = []  # as holder: the queued requests we took, (waiter, body)
     _answers: dict[bytes, bytes] = {}  # as holder: answers to send with the release
     acquire_script_loaded = False  # in Redis's script cache, as far as this process knows
@@ -87,6 +88,7 @@ class QueuedLock(Lock):
         request: bytes = b"",
         serve: int = 0,
         serve_at_least: int = 0,
+        refuse_sold_out: bool = False,
     ) -> bool:
         """redis-py's ``acquire``; with a ``request`` of a ``kind``, the holder may serve it instead.
 
@@ -99,6 +101,9 @@ class QueuedLock(Lock):
         ``serve_at_least`` if fewer were): we wake among the buyers the last holder just answered,
         and if we waited for them all to queue again, every batch would take nearly every buyer and
         the next one almost none, so a buyer who missed a batch would wait for two.
+
+        With ``refuse_sold_out``, a SKU marked sold out (``soldout``) is answered by the first try,
+        in the round trip that would have queued us: False, with ``sold_out`` set, nothing queued.
         """
         token = token if isinstance(token, bytes) else token.encode() if token else _new_token()
         blocking = self.blocking if blocking is None else blocking
@@ -111,13 +116,15 @@ class QueuedLock(Lock):
         deadline = time.monotonic() + wait
         entry, state, taken = b"", 0, []
         quiet = True  # the first try skips the script's reply: its wake-up message tells the outcome
-        self.served, self.served_result = False, None
+        self.served, self.served_result, self.sold_out = False, None, False
+        sold_out = b"1" if refuse_sold_out else b""
         try:
             while True:
                 remaining = deadline - time.monotonic()
                 signal = 1 if remaining > 0 else ""  # no wake-up on the last try: nobody waits for it
-                # ARGV of acquire.lua: token, ttl_ms, wait_ms, mine, claim_ms, request, signal, serve_kind, serve_limit
-                args = [token, ttl_ms, self._ms(wait), entry, claim_ms, request, signal, kind, serve]
+                # ARGV of acquire.lua: token, ttl_ms, wait_ms, mine, claim_ms, request, signal, serve_kind,
+                # serve_limit, sold_out
+                args = [token, ttl_ms, self._ms(wait), entry, claim_ms, request, signal, kind, serve, sold_out]
                 if remaining <= 0:
                     state, entry, *taken = self.lua_acquire(keys=[self.name, self._queue], args=args, client=self.redis)
                     break
@@ -137,7 +144,9 @@ class QueuedLock(Lock):
                 elif message_kind == wire.ANSWERED:
                     self.served, self.served_result = True, wire.answered_decode(message)
                     return False
-                if state == 1 or deadline <= time.monotonic():
+                elif message_kind == wire.SOLD_OUT:
+                    state, entry = 3, b""
+                if state in (1, 3) or deadline <= time.monotonic():
                     break
             if not state and entry:
                 state = self.lua_abandon(
@@ -145,6 +154,9 @@ class QueuedLock(Lock):
                 )
             if state == 2:
                 self.served, self.served_result = True, self._await_answer(wake)
+                return False
+            if state == 3:
+                self.sold_out = True
                 return False
         except redis.RedisError:
             if not request or not entry:
@@ -186,7 +198,7 @@ class QueuedLock(Lock):
         if not QueuedLock.acquire_script_loaded:
             self.redis.script_load(self.LUA_ACQUIRE_SCRIPT)
             QueuedLock.acquire_script_loaded = True
-        return _waiting_connection(self.redis.connection_pool)
+        return waiting_connection(self.redis.connection_pool)
 
     def _acquire_quietly_and_wait(self, connection: redis.Connection, args: list, wake: str, timeout: float) -> bytes:
         """The acquire script with its reply skipped, then BLPOP: our wake-up message (b"" on timeout).
@@ -258,7 +270,7 @@ class QueuedLock(Lock):
         deadline = time.monotonic() + self.timeout
         while (remaining := deadline - time.monotonic()) > 0:
             try:
-                connection = _waiting_connection(self.redis.connection_pool)
+                connection = waiting_connection(self.redis.connection_pool)
                 connection.send_command("BLPOP", wake, max(remaining, 0.01))
                 popped = connection.read_response()
             except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
@@ -300,7 +312,7 @@ _waiting = threading.local()
 _CLIENT_REPLY_SKIP = hiredis.pack_command(("CLIENT", "REPLY", "SKIP"))
 
 
-def _waiting_connection(pool) -> redis.Connection:
+def waiting_connection(pool) -> redis.Connection:
     """This thread's connection for queued waits, made with ``pool``'s settings and kept.
 
     Its socket timeout is ``LOCK_WAIT_SOCKET_TIMEOUT_SECONDS``, longer than a TTL: a buyer whose

@@ -4,7 +4,9 @@ A section that leaves a SKU with no unit free marks it, after its commit and bef
 (``inventory.batching``). Every section clears the marks of its SKUs as soon as it holds their locks,
 before it may free a unit (a release, an expiry, a restock, an edit), so no unit is freed while its
 SKU still looks sold out. A buyer whose order names a marked SKU is refused ``insufficient_stock``
-at once (``orders.services.order_place``).
+at once (``inventory.batching.stock_section_batched``): for one SKU by the acquire script, in the
+round trip that would queue it (``sku_lock_serving`` raises ``MarkedSoldOut``), for several SKUs
+by one read of their marks (``skus_sold_out``).
 
 A mark can only refuse, never sell, and it lives ``SOLD_OUT_MARK_SECONDS``: a lost mark costs the
 slow path; one left by a crash, or set late by a holder whose lock had lapsed, refuses for at most
@@ -12,30 +14,83 @@ that long. ``SOLD_OUT_MARK_SECONDS=0`` turns the marks off.
 """
 
 import logging
+import time
 from collections.abc import Iterable
 
+import hiredis
 import redis
 from django.conf import settings
 
 from inventory.errors import LockUnavailable
 from inventory.locks.client import lock_client
-from inventory.locks.wire import sold_out_key
+from inventory.locks.queue import waiting_connection
+from inventory.locks.wire import lock_key, sold_out_key
 
 logger = logging.getLogger(__name__)
 
 
+class MarkedSoldOut(Exception):
+    """The SKU's sold-out mark is set: nothing was queued or locked. The caller says what that refuses."""
+
+    def __init__(self, sku: str):
+        super().__init__(sku)
+        self.sku = sku
+
+
+def _mark_key(make_key, sku: str) -> str:
+    return sold_out_key(make_key(lock_key(sku)))
+
+
+_seen: dict[str, float] = {}  # SKUs this process last found marked, and when (time.monotonic)
+
+
+def sold_out_lately(sku: str) -> bool:
+    """Whether this process found the SKU marked within the last ``SOLD_OUT_MARK_SECONDS``.
+
+    Only a hint of where to look first: a buyer of such a SKU reads its mark (``skus_sold_out``), the
+    cheapest answer Redis gives, before queueing, which would find the mark too but at the cost of
+    the acquire script. The hint never refuses anyone by itself.
+    """
+    seen = _seen.get(sku)
+    return seen is not None and time.monotonic() - seen < settings.SOLD_OUT_MARK_SECONDS
+
+
+def sold_out_seen(sku: str) -> None:
+    """Remember that the SKU was found marked (``sold_out_lately``)."""
+    _seen[sku] = time.monotonic()
+
+
 def skus_sold_out(skus: Iterable[str]) -> set[str]:
-    """The SKUs marked sold out; none if the marks are off or Redis cannot say (the slow path decides)."""
+    """The SKUs marked sold out; none if the marks are off or Redis cannot say (the slow path decides).
+
+    Read on this thread's waiting connection with the command packed by hiredis (as the acquire's
+    first try is): refusals after a sell-out are most of a flash sale's requests, and redis-py's
+    wrapper around a command would cost each of them more than Redis spends on the answer.
+    """
     if settings.SOLD_OUT_MARK_SECONDS <= 0:
         return set()
     skus = sorted(set(skus))
+    client, make_key = lock_client()
     try:
-        client, make_key = lock_client()
-        marks = client.mget([make_key(sold_out_key(sku)) for sku in skus])
-    except redis.RedisError as exc:
+        connection = waiting_connection(client.connection_pool)
+        try:
+            keys = [_mark_key(make_key, sku) for sku in skus]
+            connection.send_packed_command([hiredis.pack_command(("MGET", *keys))])
+            marks = connection.read_response()
+        except BaseException:
+            connection.disconnect()  # a reply may be left unread on it; the next use reconnects
+            raise
+    except (redis.RedisError, OSError) as exc:
         logger.warning("could not read the sold-out marks of %s: %s", skus, exc)
         return set()
-    return {sku for sku, mark in zip(skus, marks, strict=True) if mark is not None}
+    marked = set()
+    for sku, mark in zip(skus, marks, strict=True):
+        if mark is None:
+            _seen.pop(sku, None)
+        else:
+            marked.add(sku)
+            sold_out_seen(sku)
+    return marked
 
 
 def sold_out_mark(seconds: dict[str, float]) -> None:
@@ -45,7 +100,7 @@ def sold_out_mark(seconds: dict[str, float]) -> None:
         client, make_key = lock_client()
         with client.pipeline(transaction=False) as pipe:
             for sku in skus:
-                pipe.set(make_key(sold_out_key(sku)), b"1", px=max(1, int(seconds[sku] * 1000)))
+                pipe.set(_mark_key(make_key, sku), b"1", px=max(1, int(seconds[sku] * 1000)))
             pipe.execute()
     except redis.RedisError as exc:
         logger.warning("could not mark %s sold out: %s", skus, exc)
@@ -58,7 +113,7 @@ def sold_out_clear(skus: Iterable[str]) -> None:
     skus = sorted(set(skus))
     try:
         client, make_key = lock_client()
-        client.delete(*[make_key(sold_out_key(sku)) for sku in skus])
+        client.delete(*[_mark_key(make_key, sku) for sku in skus])
     except redis.RedisError as exc:
         logger.error("could not clear the sold-out marks of %s: %s", skus, exc)
         raise LockUnavailable(skus=skus) from exc

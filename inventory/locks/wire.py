@@ -9,8 +9,8 @@ Keys. A SKU's lock is ``lock_key(sku)`` under the ``locks`` cache's key prefix; 
     <lock>:req:<token>      the request a waiter left with its place in the queue: ``<kind><body>``
     <lock>:served:<token>   present once a holder took that waiter's request to serve it
     <lock>:wake:<token>     the waiter's wake-up list, which it blocks on (BLPOP)
-
-A SKU's sold-out mark is ``sold_out_key(sku)``, with a TTL (``soldout``).
+    <lock>:soldout          the SKU's sold-out mark, with a TTL (``soldout``): a buyer asking to be
+                            refused while it is set (``acquire``) is, without queueing
 
 Wake-up messages. Pushed to a waiter's wake-up list; the first byte says what happened:
 
@@ -20,6 +20,8 @@ Wake-up messages. Pushed to a waiter's wake-up list; the first byte says what ha
     H<queued>:<entry>       ``HANDED_OVER``: a release handed us the lock on a claim; ``<queued>``
                             waiters were queued behind us then (our batch is cut there).
     R<answer>               ``ANSWERED``: a holder served our request, and this is its answer.
+    S                       ``SOLD_OUT``: the lock's sold-out mark is set; we did not queue (the
+                            acquire script wakes us itself).
 
 Requests and answers. A queued buyer leaves its request in Redis and the lock holder leaves its answer
 there. Both are JSON decoded against an explicit type (msgspec), so whatever anyone writes into Redis
@@ -41,9 +43,9 @@ def lock_key(sku: str) -> str:
     return f"stock-lock:{sku}"
 
 
-def sold_out_key(sku: str) -> str:
-    """The key of a SKU's sold-out mark (``soldout``), beside its lock."""
-    return f"stock-soldout:{sku}"
+def sold_out_key(lock: str) -> str:
+    """The key of the sold-out mark (``soldout``) of the SKU whose lock is ``lock``."""
+    return f"{lock}:soldout"
 
 
 def queue_key(lock: str) -> str:
@@ -60,7 +62,7 @@ def wake_key(lock: str, token: bytes) -> str:
 
 # --- Wake-up messages ------------------------------------------------------------------------------
 
-LOCKED, HANDED_OVER, ANSWERED = b"L", b"H", b"R"  # the kinds of wake-up message: ``message[:1]``
+LOCKED, HANDED_OVER, ANSWERED, SOLD_OUT = b"L", b"H", b"R", b"S"  # the kinds of wake-up message: ``message[:1]``
 
 
 def locked_decode(message: bytes) -> list[bytes]:

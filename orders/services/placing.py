@@ -27,7 +27,6 @@ from inventory.services import (
     ReservationLine,
     StockLine,
     stock_lines_validate,
-    stock_refuse_if_sold_out,
     stock_reservations_create,
 )
 from orders import sql
@@ -161,7 +160,6 @@ def order_place(
         _guest_check_open_orders(request, guest_orders=guest_orders)
     for attempt in range(1, PLACE_ATTEMPTS + 1):
         try:
-            stock_refuse_if_sold_out(lines=[(line.sku, line.quantity) for line in lines])
             # A deadlock victim (say, with a sweeper) was rolled back whole: nothing happened, try again.
             placed = retry_on_deadlock(
                 lambda: stock_section_batched(

@@ -1,5 +1,6 @@
 """Sold-out marks: after a sell-out, refusals are answered from Redis; anything that frees units clears the mark."""
 
+import gc
 import os
 import time
 from datetime import timedelta
@@ -14,10 +15,12 @@ from django.utils import timezone
 from bench.redis_wire import redis_round_trips
 from core.errors import DomainError
 from inventory import locks
+from inventory.locks.wire import lock_key
 from inventory.models import Reservation
 from inventory.services import stock_adjust, stock_reserve, stock_restock
 from orders import services
 from orders.models import Order
+from shop.models import Product
 from tests.conftest import assert_books_balance, stock_of
 from tests.race import run_parallel, run_process
 
@@ -31,7 +34,7 @@ def place(key: str, quantity: int = 1, sku: str = "HOT") -> Order:
 
 
 def marked(sku: str = "HOT") -> bool:
-    return caches[settings.LOCK_CACHE_ALIAS].get(f"stock-soldout:{sku}") is not None
+    return caches[settings.LOCK_CACHE_ALIAS].get(f"stock-lock:{sku}:soldout") is not None
 
 
 def refused(key: str, quantity: int = 1) -> dict:
@@ -58,7 +61,7 @@ def test_the_commit_that_takes_the_last_unit_marks_the_sku_for_a_short_while(mak
     ttl_ms = (
         caches[settings.LOCK_CACHE_ALIAS]
         .client.get_client()
-        .pttl(caches[settings.LOCK_CACHE_ALIAS].make_key("stock-soldout:HOT"))
+        .pttl(caches[settings.LOCK_CACHE_ALIAS].make_key("stock-lock:HOT:soldout"))
     )
     assert 0 < ttl_ms <= settings.SOLD_OUT_MARK_SECONDS * 1000
 
@@ -69,9 +72,62 @@ def test_a_refusal_on_a_marked_sku_takes_no_lock_and_opens_no_transaction(sold_o
 
     assert answer["code"] == "insufficient_stock"
     assert answer["shortages"] == [{"sku": "HOT", "requested": 2, "available": 0}]
-    assert redis_sent == ["MGET"]  # no lock taken, no queue joined
+    # The round trip that would have queued us answered instead: no lock taken, no queue joined.
+    assert redis_sent == ["CLIENT+EVALSHA+BLPOP"]
+    assert _lock_keys() == [lock_key_of("HOT") + ":soldout"]  # nothing of ours left beside the mark
     # Only the look-up of an order placed earlier under the same key (a retry is told its order).
     assert [q["sql"].split()[0] for q in queries] == ["SELECT"], [q["sql"][:60] for q in queries]
+
+    with redis_round_trips() as redis_sent:
+        assert refused("later")["code"] == "insufficient_stock"
+    assert redis_sent == ["MGET"]  # having seen the mark, this process reads it first: Redis's cheapest answer
+
+
+def test_an_order_over_several_skus_reads_their_marks_once_and_is_refused_without_a_lock(sold_out, make_product):
+    make_product(sku="MUG", stock=5)
+    with redis_round_trips() as redis_sent, pytest.raises(DomainError) as refusal:
+        services.order_place(
+            email="late@example.com",
+            items=[{"sku": "MUG", "quantity": 1}, {"sku": "HOT", "quantity": 3}],
+            idempotency_key="late",
+        )
+
+    assert refusal.value.payload["shortages"] == [{"sku": "HOT", "requested": 3, "available": 0}]
+    assert redis_sent == ["MGET"]
+    assert stock_of(Product.objects.get(sku="MUG")).reserved == 0
+
+
+def test_a_marked_sku_refuses_at_once_even_while_its_lock_is_held_and_on_the_last_try():
+    """A buyer behind a holder is refused without queueing, whether its first try waits or is its last."""
+    client = caches[settings.LOCK_CACHE_ALIAS].client.get_client(write=True)
+    client.set(lock_key_of("HOT"), b"someone-else", px=10_000)
+    locks.sold_out_mark({"HOT": 5})
+
+    for wait in (5, 0):
+        started = time.monotonic()
+        with pytest.raises(locks.MarkedSoldOut):
+            with locks.sku_lock_serving("HOT", kind="order", body=b"{}", wait=wait, refuse_sold_out=True):
+                pytest.fail("served on a marked SKU")
+        assert time.monotonic() - started < 1  # not the wait
+    assert client.get(lock_key_of("HOT")) == b"someone-else"
+    assert _lock_keys() == sorted([lock_key_of("HOT"), lock_key_of("HOT") + ":soldout"])  # never queued
+
+
+def test_a_section_that_may_free_units_takes_the_lock_of_a_marked_sku():
+    locks.sold_out_mark({"HOT": 5})
+    with locks.sku_locks(["HOT"]):
+        assert locks.held_skus() == {"HOT"}
+    with locks.sku_lock_serving("HOT", kind="order", body=b"{}", wait=1) as (lock, _):
+        assert lock is not None  # asked without refuse_sold_out: the mark is not its business
+
+
+def lock_key_of(sku: str) -> str:
+    return caches[settings.LOCK_CACHE_ALIAS].make_key(lock_key(sku))
+
+
+def _lock_keys() -> list[str]:
+    client = caches[settings.LOCK_CACHE_ALIAS].client.get_client(write=True)
+    return sorted(key.decode() for key in client.scan_iter(match=lock_key_of("*"), count=500))
 
 
 def test_a_retry_of_an_order_placed_before_the_sell_out_is_still_told_its_order(sold_out):
@@ -89,7 +145,7 @@ def test_the_mark_never_outlives_the_first_reservation_due_to_expire(make_produc
     ttl_ms = (
         caches[settings.LOCK_CACHE_ALIAS]
         .client.get_client()
-        .pttl(caches[settings.LOCK_CACHE_ALIAS].make_key("stock-soldout:HOT"))
+        .pttl(caches[settings.LOCK_CACHE_ALIAS].make_key("stock-lock:HOT:soldout"))
     )
     assert 0 < ttl_ms <= 1000
 
@@ -119,6 +175,7 @@ def _admin_edit(orders):
 @pytest.mark.parametrize("frees_a_unit", [_cancel, _expire, _fail_payment, _restock, _admin_edit])
 def test_whatever_frees_a_unit_clears_the_mark_and_the_unit_sells(sold_out, frees_a_unit, celery_eager):
     hot, orders = sold_out
+    refused("refused")  # this process has seen the mark, and looks for it first from now on
     try:
         frees_a_unit(orders)
     except DomainError as declined:
@@ -205,5 +262,19 @@ def test_reserving_an_orders_lines_again_on_a_marked_sku_is_refused_from_redis(s
             stock_reserve(order=first, expires_at=timezone.now() + timedelta(minutes=15))
 
     assert refusal.value.payload["shortages"] == [{"sku": "HOT", "requested": 1, "available": 0}]
-    assert (redis_sent, len(queries)) == (["MGET"], 0)
+    assert (redis_sent, len(queries)) == (["CLIENT+EVALSHA+BLPOP"], 0)
     assert_books_balance(hot)
+
+
+def test_a_refusal_from_the_mark_leaves_no_garbage_for_the_collector(sold_out):
+    """A crowd's refusals must not pile up reference cycles: the collector's full passes stall a busy process."""
+    hot, (first, _) = sold_out
+    first = Order.objects.prefetch_related("lines__product").get(pk=first.pk)
+    expires_at = timezone.now() + timedelta(minutes=15)
+    gc.collect()
+
+    for _ in range(20):
+        with pytest.raises(DomainError):
+            stock_reserve(order=first, expires_at=expires_at)
+
+    assert gc.collect() == 0

@@ -11,16 +11,20 @@
 -- ARGV[5] claim_ms     the claim a hand-off gives the next waiter
 -- ARGV[6] request      what we leave with our place in the queue (kind .. body), '' for none
 -- ARGV[7] signal       '1': once we hold the lock, wake ourselves with LOCKED and the result's entry
---                      and taken requests, for the BLPOP that follows in the same round trip
+--                      and taken requests (or, refused as sold out, with SOLD_OUT), for the BLPOP
+--                      that follows in the same round trip
 -- ARGV[8] serve_kind   the kind of queued requests to take once we hold the lock, '' for none
 -- ARGV[9] serve_limit  how many of them to take at most
+-- ARGV[10] sold_out    '1': refuse at once, without queueing, while the lock's sold-out mark is set
 --
 -- Returns {1, entry, waiter, request, ...} once we hold the lock (with the requests we took to serve),
--- {0, entry} while we wait in the queue, {2, entry} once a holder took our request to serve it.
+-- {0, entry} while we wait in the queue, {2, entry} once a holder took our request to serve it,
+-- {3, ''} if we did not queue because the SKU is marked sold out (signalled with SOLD_OUT).
 
 local lock, queue = KEYS[1], KEYS[2]
 local token, ttl_ms, wait_ms, mine, claim_ms = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local request, signal, serve_kind, serve_limit = ARGV[6], ARGV[7], ARGV[8], tonumber(ARGV[9])
+local refuse_sold_out = ARGV[10] == '1'
 
 local request_key = lock .. ':req:' .. token
 local keep_ms = wait_ms + tonumber(ttl_ms) -- what we queue outlives our deadline by a lease
@@ -47,6 +51,14 @@ if mine ~= '' and redis.call('exists', lock .. ':served:' .. token) == 1 then
 end
 if mine == '?' then
     mine = entry_of(lock, token)
+end
+if mine == '' and refuse_sold_out and redis.call('exists', lock .. ':soldout') == 1 then
+    if signal == '1' then
+        local wake = lock .. ':wake:' .. token
+        redis.call('rpush', wake, SOLD_OUT)
+        redis.call('pexpire', wake, ttl_ms)
+    end
+    return {3, ''}
 end
 local holder = redis.call('get', lock)
 local head = redis.call('lindex', queue, 0)

@@ -2,7 +2,7 @@
 -- this prelude followed by the script, so they share what it defines. It reads no KEYS or ARGV.
 -- The keys of a lock and its wake-up messages are laid out in inventory/locks/wire.py.
 --
--- LOCKED, HANDED_OVER, ANSWERED  the kinds of wake-up message (their first byte)
+-- LOCKED, HANDED_OVER, ANSWERED, SOLD_OUT  the kinds of wake-up message (their first byte)
 -- now                            Redis server time in ms: deadlines never trust a client's clock
 -- hand_over(lock, queue, claim_ms)
 --     Gives the lock to the first waiter whose deadline has not passed, on a claim of claim_ms, and
@@ -13,7 +13,7 @@
 --     The holder takes up to limit queued requests of kind out of the queue (in queue order) to
 --     serve them, marking each waiter served for ttl_ms; appends waiter, request, ... to taken.
 
-local LOCKED, HANDED_OVER, ANSWERED = 'L', 'H', 'R'
+local LOCKED, HANDED_OVER, ANSWERED, SOLD_OUT = 'L', 'H', 'R', 'S'
 
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
