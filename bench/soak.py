@@ -185,7 +185,8 @@ from core.errors import DomainError  # noqa: E402
 from inventory.models import Reservation, Stock, StockMovement  # noqa: E402
 from inventory.selectors import stock_books  # noqa: E402
 from inventory.services import stock_adjust, stock_restock  # noqa: E402
-from orders.models import Order, OrderLine  # noqa: E402
+from orders.models import Order, OrderLine, Payment, PaymentEvent  # noqa: E402
+from orders.payments import local_event, webhook_event_verify, webhook_sign  # noqa: E402
 from orders.selectors import order_list_final_holding_stock, order_list_overdue  # noqa: E402
 from orders.services import (  # noqa: E402
     order_cancel,
@@ -195,8 +196,11 @@ from orders.services import (  # noqa: E402
     order_place,
     order_release_expired,
     order_release_failed_payments,
+    payment_event_process,
+    payment_event_receive,
     payment_list_settle,
 )
+from orders.webhooks import LOCAL_OUTCOMES  # noqa: E402
 from shop.models import Product  # noqa: E402
 
 Status = Order.Status
@@ -218,6 +222,18 @@ OPERATIONS = {
     "adjust_set": 3,
 }
 DECLINE_RATE = 0.15
+SOAK_RETURN_URL = "http://soak.invalid/"
+
+
+def _webhook(event: dict) -> None:
+    """The local provider's webhook for ``event``, signed, verified, stored and processed as the shop's
+    endpoint and its task do (no web server or Celery worker runs in the soak)."""
+    payload = json.dumps(event).encode()
+    verified = webhook_event_verify(payload, webhook_sign(payload, secret=settings.STRIPE_WEBHOOK_SECRET))
+    payment_event_receive(provider="stripe", event=verified)
+    payment_event_process(event=PaymentEvent.objects.get(event_id=verified["id"]))
+
+
 STOCK_START = {"hot": 40, "cold": 20}
 STOCK_CAP = {"hot": 200, "cold": 60}  # restocks turn into reductions above this, so stock stays scarce
 
@@ -448,16 +464,22 @@ class Worker:
         declined = self.rng.random() < DECLINE_RATE
         self.journal.write("pay", order.pk)
         try:
-            paid = order_pay(order=order, payment_token="decline" if declined else "soak-card")
+            payment = order_pay(order=order, return_url=SOAK_RETURN_URL)
+            if payment.state == Payment.State.PENDING:
+                _webhook(local_event(LOCAL_OUTCOMES["decline" if declined else "pay"], payment=payment))
         except DomainError:  # refused: nothing was paid
             raise
         except Exception:
             self.journal.write("unsure_pay", order.pk)
             raise
-        if paid.status != Status.PAID:
-            raise SoakAnomaly(f"order_pay returned order {paid.pk} as {paid.status}")
-        self.journal.write("paid", paid.pk)
-        return "paid" if before == Status.AWAITING_PAYMENT else f"paid (was {before})"
+        paid = Order.all_objects.get(pk=order.pk)
+        payment.refresh_from_db()
+        if paid.status == Status.PAID:
+            self.journal.write("paid", paid.pk)
+            return "paid" if before == Status.AWAITING_PAYMENT else f"paid (was {before})"
+        if payment.state == Payment.State.CAPTURED:
+            raise SoakAnomaly(f"order {paid.pk} is {paid.status} with its payment captured")
+        return f"payment {payment.state} (order {paid.status})"
 
     def fail_payment(self):
         if (order := self._pick(overdue_share=0.15)) is None:

@@ -212,9 +212,39 @@ SOLD_OUT_MARK_SECONDS = env.float("SOLD_OUT_MARK_SECONDS", default=5)
 # Unpaid orders a guest may keep open per browser session and per client address.
 GUEST_MAX_OPEN_ORDERS_PER_CLIENT = env.int("GUEST_MAX_OPEN_ORDERS_PER_CLIENT", default=3)
 
-# The simulated gateway approves every charge: for development, tests and demos only (production refuses it).
-SIMULATED_PAYMENT_GATEWAY = "orders.payments.SimulatedGateway"
-PAYMENT_GATEWAY = env("PAYMENT_GATEWAY", default="") or SIMULATED_PAYMENT_GATEWAY
+# --- Payments (orders.payments) ---------------------------------------------------------------
+# The provider buyers pay with: "stripe" (Stripe Checkout) or "local", a pay / decline page in the shop
+# that sends Stripe's webhooks itself, for development, tests and demos (production refuses it).
+PAYMENT_PROVIDERS = {"stripe": "orders.payments.StripeProvider", "local": "orders.payments.LocalProvider"}
+PAYMENT_PROVIDER_NAME = env("PAYMENT_PROVIDER", default="") or "local"
+if PAYMENT_PROVIDER_NAME not in PAYMENT_PROVIDERS:
+    raise environ.ImproperlyConfigured(f"PAYMENT_PROVIDER must be one of {', '.join(PAYMENT_PROVIDERS)}")
+PAYMENT_PROVIDER = PAYMENT_PROVIDERS[PAYMENT_PROVIDER_NAME]
+SHOP_CURRENCY = env("SHOP_CURRENCY", default="EUR")
+STRIPE_SECRET_KEY = env("STRIPE_SECRET_KEY", default="")
+# Signs the webhooks: Stripe's endpoint secret; the local provider signs with it too. The default is
+# for development only (production refuses it).
+LOCAL_STRIPE_WEBHOOK_SECRET = "whsec_local_development_only"
+STRIPE_WEBHOOK_SECRET = env("STRIPE_WEBHOOK_SECRET", default="") or LOCAL_STRIPE_WEBHOOK_SECRET
+STRIPE_API_BASE = env("STRIPE_API_BASE", default="https://api.stripe.com")
+# Where the local provider sends its webhooks: this shop's webhook endpoint.
+LOCAL_PAYMENTS_WEBHOOK_URL = env(
+    "LOCAL_PAYMENTS_WEBHOOK_URL", default=f"http://127.0.0.1:{env.int('PORT', default=8000)}/payments/stripe/webhook/"
+)
+# --- Email ------------------------------------------------------------------------------------
+# How mail leaves: EMAIL_URL, e.g. smtp+tls://user:password@smtp.example.com:587 (django-environ's
+# email URL); the default prints each email on the worker's console.
+vars().update(env.email_url("EMAIL_URL", default="consolemail://"))
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="shop@localhost")
+# The shop's public address, for the links in emails.
+SHOP_URL = env("SHOP_URL", default=f"http://127.0.0.1:{env.int('PORT', default=8000)}")
+# Order emails are sent by a beat task from the orders' states (orders.services.emails): this often, for
+# orders changed within the window.
+ORDER_EMAIL_SWEEP_SECONDS = env.float("ORDER_EMAIL_SWEEP_SECONDS", default=5)
+ORDER_EMAIL_WINDOW_SECONDS = env.int("ORDER_EMAIL_WINDOW_SECONDS", default=24 * 3600)
+
+# A stored webhook event not processed this long after it arrived (its task was lost) is processed by a sweep.
+PAYMENT_EVENT_SWEEP_AFTER_SECONDS = env.float("PAYMENT_EVENT_SWEEP_AFTER_SECONDS", default=60)
 
 # --- API ------------------------------------------------------------------------------------------
 
@@ -248,8 +278,6 @@ ORDER_THROTTLE_RATE = env("ORDER_THROTTLE_RATE", default="30/minute")
 # Failed logins allowed per client IP and, separately, per username (token API, login page and admin
 # together; config.api.LoginThrottle), so a password is guessed neither from one address nor from many.
 LOGIN_THROTTLE_RATE = env("LOGIN_THROTTLE_RATE", default="10/minute")
-# Lets a payment be declined on purpose (the API's simulate_failure, the web page's button).
-ALLOW_SIMULATED_PAYMENT_FAILURE = env.bool("ALLOW_SIMULATED_PAYMENT_FAILURE", default=DEBUG)
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Shop API",
@@ -302,6 +330,8 @@ CELERY_BEAT_SCHEDULE = {
     "expire-overdue-orders": {"task": "orders.tasks.sweep_expired_orders", "schedule": EXPIRY_SWEEP_SECONDS},
     "release-failed-payments": {"task": "orders.tasks.sweep_failed_payments", "schedule": EXPIRY_SWEEP_SECONDS},
     "settle-payments": {"task": "orders.tasks.settle_payments", "schedule": EXPIRY_SWEEP_SECONDS},
+    "process-payment-events": {"task": "orders.tasks.sweep_payment_events", "schedule": EXPIRY_SWEEP_SECONDS},
+    "send-order-emails": {"task": "orders.tasks.send_order_emails", "schedule": ORDER_EMAIL_SWEEP_SECONDS},
     "reconcile-stock": {"task": "orders.tasks.reconcile_stock", "schedule": RECONCILE_SECONDS},
 }
 

@@ -9,11 +9,12 @@ from django.core.exceptions import ImproperlyConfigured
 
 from config.settings import *  # noqa: F403
 from config.settings import (
-    ALLOW_SIMULATED_PAYMENT_FAILURE,
     DEBUG,
-    PAYMENT_GATEWAY,
+    LOCAL_STRIPE_WEBHOOK_SECRET,
+    PAYMENT_PROVIDER_NAME,
     REDIS_MODE,
-    SIMULATED_PAYMENT_GATEWAY,
+    STRIPE_SECRET_KEY,
+    STRIPE_WEBHOOK_SECRET,
     env,
 )
 
@@ -25,15 +26,17 @@ if DEBUG:
         "DEBUG is on, which config.settings_production refuses: debug pages show code, settings and SQL "
         "to anyone. Unset DEBUG (use config.settings for local development)."
     )
-if ALLOW_SIMULATED_PAYMENT_FAILURE:
+if PAYMENT_PROVIDER_NAME == "local":
     raise ImproperlyConfigured(
-        "ALLOW_SIMULATED_PAYMENT_FAILURE is on, which config.settings_production refuses: it lets any "
-        "customer make a payment fail on purpose. Unset it (it is for test and demo servers)."
+        "PAYMENT_PROVIDER is local, which config.settings_production refuses: its page lets anyone pay "
+        "or decline without taking any money. Set PAYMENT_PROVIDER=stripe and STRIPE_SECRET_KEY."
     )
-if PAYMENT_GATEWAY == SIMULATED_PAYMENT_GATEWAY:
+if not STRIPE_SECRET_KEY:
+    raise ImproperlyConfigured("Set STRIPE_SECRET_KEY: the Stripe provider needs it to start payments")
+if STRIPE_WEBHOOK_SECRET == LOCAL_STRIPE_WEBHOOK_SECRET:
     raise ImproperlyConfigured(
-        "PAYMENT_GATEWAY is the simulated gateway, which config.settings_production refuses: it approves "
-        "every charge without taking any money. Set PAYMENT_GATEWAY to the dotted path of a real gateway."
+        "Set STRIPE_WEBHOOK_SECRET to the webhook endpoint's signing secret (whsec_...): the development "
+        "default is public, so anyone could forge a payment's webhook with it."
     )
 if not env("DATABASE_URL", default="") or REDIS_MODE != "redis":
     # The SQLite file and the embedded Redis are for one machine's development; locking is proven on

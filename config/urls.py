@@ -9,6 +9,7 @@ from config.error_views import API_PREFIX
 from inventory import apis as inventory_apis
 from orders import apis as order_apis
 from orders import views as order_views
+from orders import webhooks as payment_webhooks
 from shop import apis as shop_apis
 from shop import views as shop_views
 
@@ -30,6 +31,7 @@ api_patterns = [
     path("orders/<str:number>/", order_apis.OrderDetailApi.as_view(), name="order-detail"),
     path("orders/<str:number>/pay/", order_apis.OrderPayApi.as_view(), name="order-pay"),
     path("orders/<str:number>/cancel/", order_apis.OrderCancelApi.as_view(), name="order-cancel"),
+    path("orders/<str:number>/refund/", order_apis.OrderRefundApi.as_view(), name="order-refund"),
     path("inventory/<str:sku>/", inventory_apis.StockDetailApi.as_view(), name="stock-detail"),
     path("inventory/<str:sku>/movements/", inventory_apis.StockMovementListApi.as_view(), name="stock-movements"),
     path("auth/token/", TokenObtainApi.as_view(), name="auth-token"),
@@ -49,6 +51,8 @@ urlpatterns = [
     path("orders/<str:number>/", order_views.order_detail, name="order-detail"),
     path("orders/<str:number>/pay/", order_views.order_pay_view, name="order-pay"),
     path("orders/<str:number>/cancel/", order_views.order_cancel_view, name="order-cancel"),
+    path("payments/stripe/webhook/", payment_webhooks.stripe_webhook, name="stripe-webhook"),
+    path("payments/local/<str:reference>/", payment_webhooks.local_checkout, name="local-checkout"),
     # Login and logout only: the shop sends no email, so Django's password-reset pages (which would
     # mail through an unconfigured server, unthrottled) are not routed. The admin's login is
     # routed ahead of admin.site.urls so that it does not escape the throttle either.

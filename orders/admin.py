@@ -15,9 +15,9 @@ from django.utils import timezone
 
 from core.admin import ReadOnlyAdminMixin, SoftDeleteAdmin
 from core.errors import DomainError
-from orders.models import Order, OrderLine, Payment
+from orders.models import Order, OrderLine, Payment, PaymentEvent
 from orders.selectors import order_list_deletable, order_list_overdue
-from orders.services import order_cancel, order_release_expired
+from orders.services import order_cancel, order_refund, order_release_expired
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class PaymentInline(ReadOnlyAdminMixin, admin.TabularInline):
     """Every charge taken for the order and what became of it (captured, refunded, or not yet settled)."""
 
     model = Payment
-    fields = readonly_fields = ["reference", "amount", "state", "created_at", "updated_at"]
+    fields = readonly_fields = ["provider", "reference", "amount", "state", "created_at", "updated_at"]
 
 
 class OverdueFilter(admin.SimpleListFilter):
@@ -100,7 +100,14 @@ class OrderAdmin(SoftDeleteAdmin):
         ("Record", {"fields": ["idempotency_key", "created_at", "updated_at", "is_deleted", "deleted_at"]}),
     ]
     inlines = [OrderLineInline, PaymentInline]
-    actions = ["delete_selected", *SoftDeleteAdmin.actions, "cancel_selected", "release_expired_now"]
+    actions = [
+        "delete_selected",
+        *SoftDeleteAdmin.actions,
+        "cancel_selected",
+        "release_expired_now",
+        "refund_and_restock",
+        "refund_only",
+    ]
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(total_amount=_line_totals())
@@ -187,6 +194,30 @@ class OrderAdmin(SoftDeleteAdmin):
         if refused:
             self.message_user(request, "Not cancelled: " + "; ".join(refused), messages.ERROR)
 
+    def has_refund_permission(self, request):
+        return request.user.has_perm("orders.refund_order")
+
+    @admin.action(description="Refund selected paid orders and restock their units", permissions=["refund"])
+    def refund_and_restock(self, request, queryset):
+        self._refund(request, queryset, restock=True)
+
+    @admin.action(description="Refund selected paid orders (their units stay sold)", permissions=["refund"])
+    def refund_only(self, request, queryset):
+        self._refund(request, queryset, restock=False)
+
+    def _refund(self, request, queryset, *, restock: bool) -> None:
+        refunded, refused = [], []
+        for order in queryset:
+            try:
+                refunded.append(order_refund(order=order, restock=restock, actor=request.user).number)
+            except DomainError as exc:
+                refused.append(f"{order.number} ({exc.code}: {exc.detail})")
+        if refunded:
+            restocked = "; their units are back on hand" if restock else ""
+            self.message_user(request, f"Refunded {len(refunded)} order(s){restocked}: {', '.join(refunded)}.")
+        if refused:
+            self.message_user(request, "Not refunded: " + "; ".join(refused), messages.ERROR)
+
     def changelist_view(self, request, extra_context=None):
         """Let "Release expired orders now" run with nothing ticked: it sweeps every overdue order anyway."""
         post = request.POST
@@ -210,3 +241,13 @@ class OrderAdmin(SoftDeleteAdmin):
                 + ", ".join(result.skipped),
                 messages.WARNING,
             )
+
+
+@admin.register(PaymentEvent)
+class PaymentEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """The providers' webhook events as received: what the shop was told, and whether it was applied."""
+
+    list_display = ["event_id", "type", "provider", "created_at", "processed_at"]
+    list_filter = ["type", "provider"]
+    search_fields = ["event_id"]
+    fields = readonly_fields = ["event_id", "type", "provider", "payload", "created_at", "processed_at"]

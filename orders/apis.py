@@ -1,17 +1,18 @@
 from django.conf import settings
 from django.db.models import prefetch_related_objects
+from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.exceptions import NotFound, Throttled
+from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api import ErrorSerializer, StrictIntegerField
 from inventory.apis import InsufficientStockErrorSerializer
-from orders.errors import IdempotencyKeyRequired, SimulationDisabled
-from orders.payments import SimulatedGateway
-from orders.selectors import order_find_for_customer, order_list_for_customer
-from orders.services import order_cancel, order_pay, order_place
+from orders.errors import IdempotencyKeyRequired
+from orders.selectors import order_find_by_number, order_find_for_customer, order_list_for_customer
+from orders.services import order_cancel, order_pay, order_place, order_refund
 from orders.throttling import OrderThrottle
 from shop.models import SKU_MAX_LENGTH
 
@@ -152,41 +153,78 @@ class OrderDetailApi(APIView):
         return Response(OrderOutputSerializer(_order_of(request, number)).data)
 
 
-class OrderPayApi(APIView):
-    class OrderPayInputSerializer(serializers.Serializer):
-        simulate_failure = serializers.BooleanField(
-            required=False, default=False, help_text="Decline the payment on purpose (test and demo servers only)."
-        )
+class PaymentOutputSerializer(serializers.Serializer):
+    order = serializers.CharField(source="order.number")
+    provider = serializers.CharField()
+    reference = serializers.CharField(help_text="The provider's id of the checkout.")
+    state = serializers.CharField(
+        help_text="pending until the provider's webhook tells the outcome; then captured (paid), failed, refunded"
+    )
+    amount = serializers.DecimalField(max_digits=12, decimal_places=2)
+    redirect_url = serializers.CharField(help_text="Where the buyer pays (the provider's page).")
 
+
+class OrderPayApi(APIView):
     @extend_schema(
         operation_id="orders_pay",
-        request=OrderPayInputSerializer,
+        request=None,
+        description="Start paying: the payment with the provider and the page where the buyer pays. The order "
+        "turns paid, or payment_failed, when the provider's webhook arrives. A second call returns the same payment.",
         responses={
-            200: OrderOutputSerializer,
-            400: OpenApiResponse(
-                ErrorSerializer, description="invalid_input, malformed_json, simulation_disabled, product_unavailable"
-            ),
+            200: PaymentOutputSerializer,
             401: UNAUTHENTICATED,
-            402: OpenApiResponse(ErrorSerializer, description="payment_declined: the stock was released"),
             403: CSRF_REFUSED,
             404: NOT_FOUND,
             409: OpenApiResponse(
                 OrderRefusedSerializer,
-                description="order_not_payable (cancelled or failed), order_expired (its stock is gone: shortages), "
-                "payment_not_applied (the charge was refunded before it could be applied: pay again)",
+                description="order_not_payable (cancelled, failed or refunded), order_expired (its stock is gone: "
+                "shortages)",
             ),
             503: BUSY,
         },
     )
     def post(self, request, number: str):
-        data = self.OrderPayInputSerializer(data=request.data)
+        order = _order_of(request, number)
+        return_url = request.build_absolute_uri(reverse("order-detail", args=[order.number]))
+        return Response(PaymentOutputSerializer(order_pay(order=order, return_url=return_url)).data)
+
+
+class RefundPermission(BasePermission):
+    """Staff with the ``refund_order`` permission refund any customer's order."""
+
+    def has_permission(self, request, view):
+        return bool(request.user and request.user.is_staff and request.user.has_perm("orders.refund_order"))
+
+
+class OrderRefundApi(APIView):
+    permission_classes = [RefundPermission]
+
+    class OrderRefundInputSerializer(serializers.Serializer):
+        restock = serializers.BooleanField(help_text="Put the order's units back on hand (ledger: refund_restock).")
+
+    @extend_schema(
+        operation_id="orders_refund",
+        request=OrderRefundInputSerializer,
+        description="Refund a paid order in full through its provider (staff with refund_order). Twice: the same "
+        "order, refunded once.",
+        responses={
+            200: OrderOutputSerializer,
+            400: OpenApiResponse(ErrorSerializer, description="invalid_input, malformed_json"),
+            401: UNAUTHENTICATED,
+            403: OpenApiResponse(ErrorSerializer, description="permission_denied: not staff with refund_order"),
+            404: NOT_FOUND,
+            409: OpenApiResponse(ErrorSerializer, description="order_not_refundable: it is not paid"),
+            503: BUSY,
+        },
+    )
+    def post(self, request, number: str):
+        data = self.OrderRefundInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        token = ""
-        if data.validated_data["simulate_failure"]:
-            if not settings.ALLOW_SIMULATED_PAYMENT_FAILURE:
-                raise SimulationDisabled()
-            token = SimulatedGateway.DECLINE_TOKEN
-        order = order_pay(order=_order_of(request, number), payment_token=token)
+        order = order_find_by_number(number=number)
+        if order is None:
+            raise NotFound("No such order.")
+        order = order_refund(order=order, restock=data.validated_data["restock"], actor=request.user)
+        prefetch_related_objects([order], "lines__product")
         return Response(OrderOutputSerializer(order).data)
 
 

@@ -11,16 +11,16 @@ class OrderNotPayable(DomainError):
     default_detail = "This order can no longer be paid."
 
 
+class OrderNotRefundable(DomainError):
+    code = "order_not_refundable"
+    default_detail = "Only a paid order can be refunded."
+
+
 class OrderExpired(DomainError):
     """Paying an expired order whose lines can no longer be reserved again."""
 
     code = "order_expired"
     default_detail = "The reservation expired and the stock is no longer available."
-
-
-class PaymentDeclined(DomainError):
-    code = "payment_declined"
-    default_detail = "The payment was declined; the reserved stock was released."
 
 
 class PaymentNotApplied(DomainError):
@@ -41,11 +41,6 @@ class OrderNotFound(DomainError):
 class IdempotencyKeyRequired(DomainError):
     code = "idempotency_key_required"
     default_detail = "Send an Idempotency-Key header (1 to 64 characters) so the request can be retried safely."
-
-
-class SimulationDisabled(DomainError):
-    code = "simulation_disabled"
-    default_detail = "Simulated payment failures are off on this server."
 
 
 class LimitExceeded(DomainError):

@@ -24,6 +24,7 @@ class Order(BaseModel):
         CANCELLED = "cancelled", "Cancelled"
         EXPIRED = "expired", "Expired"
         PAYMENT_FAILED = "payment_failed", "Payment failed"
+        REFUNDED = "refunded", "Refunded"
 
     number = models.CharField(max_length=16, unique=True, default=new_order_number, editable=False)
     customer = models.ForeignKey(
@@ -51,6 +52,7 @@ class Order(BaseModel):
 
     class Meta(BaseModel.Meta):
         ordering = ["-created_at", "-id"]
+        permissions = [("refund_order", "Can refund a paid order")]
         constraints = [
             models.UniqueConstraint(
                 fields=["idempotency_scope", "idempotency_key_hash"], name="order_idempotency_key_per_customer"
@@ -101,30 +103,78 @@ class OrderLine(BaseModel):
 
 
 class Payment(BaseModel):
-    """A charge the gateway took for an order, recorded before the order is marked paid with it.
+    """A payment of an order with its provider, recorded before the buyer is sent to pay.
 
-    The order turns paid in the same transaction that captures its payment, so the payment's state
-    always says whether the charge was applied, also when a commit's outcome was never heard: a charge
-    is never refunded on a guess (``orders.services.payment_settle``).
+    The provider's webhooks move it on (``orders.services.payment_event_process``): pending until the
+    outcome arrives, then failed, or charged and at once applied (captured: the order turns paid in
+    the same transaction), or refunded when the order can no longer be paid. Its state always says
+    whether the money was applied, also when a commit's outcome was never heard: a charge is never
+    refunded on a guess (``orders.services.payment_settle``).
     """
 
     class State(models.TextChoices):
+        PENDING = "pending", "Started with the provider; outcome not yet known"
+        FAILED = "failed", "Failed or declined"
         CHARGED = "charged", "Charged, not yet applied"
         CAPTURED = "captured", "Applied: the order is paid with it"
         REFUNDING = "refunding", "Being refunded"
         REFUNDED = "refunded", "Refunded"
 
     order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="payments")
-    reference = models.CharField(max_length=64, unique=True)
+    provider = models.CharField(max_length=20, default="local")
+    attempt = models.PositiveIntegerField(default=1)  # the order's n-th payment: the provider's idempotency key
+    reference = models.CharField(max_length=255, unique=True)  # the provider's checkout id
+    redirect_url = models.CharField(max_length=2000, blank=True)  # where the buyer pays
+    provider_payment = models.CharField(max_length=255, blank=True, db_index=True)  # what refunds name
     amount = models.DecimalField(max_digits=12, decimal_places=2)
-    state = models.CharField(max_length=20, choices=State.choices, default=State.CHARGED, db_index=True)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING, db_index=True)
 
     class Meta(BaseModel.Meta):
         ordering = ["id"]
         constraints = [
             models.CheckConstraint(condition=~Q(reference=""), name="payment_reference_present"),
             models.CheckConstraint(condition=Q(amount__gte=0), name="payment_amount_not_negative"),
+            models.UniqueConstraint(fields=["order", "attempt"], name="payment_one_per_order_attempt"),
         ]
 
     def __str__(self):
         return self.reference
+
+
+class PaymentEvent(BaseModel):
+    """A provider's webhook event, stored once (its id is unique) before it is processed by a task."""
+
+    provider = models.CharField(max_length=20)
+    event_id = models.CharField(max_length=255, unique=True)
+    type = models.CharField(max_length=100)
+    payload = models.JSONField()
+    processed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta(BaseModel.Meta):
+        ordering = ["id"]
+
+    def __str__(self):
+        return f"{self.type} {self.event_id}"
+
+
+class OrderEmail(BaseModel):
+    """An email sent to an order's buyer; each kind at most once per order (``orders.services.emails``)."""
+
+    class Kind(models.TextChoices):
+        PLACED = "placed", "Order placed"
+        PAID = "paid", "Receipt"
+        PAYMENT_FAILED = "payment_failed", "Payment failed"
+        EXPIRED = "expired", "Reservation expired"
+        REFUNDED = "refunded", "Order refunded"
+        LATE_PAYMENT_REFUNDED = "late_payment_refunded", "Late payment refunded"
+
+    order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="emails")
+    kind = models.CharField(max_length=30, choices=Kind.choices)
+    recipient = models.EmailField(blank=True)
+
+    class Meta(BaseModel.Meta):
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["order", "kind"], name="order_email_once_per_kind")]
+
+    def __str__(self):
+        return f"{self.kind} {self.order_id}"

@@ -11,7 +11,13 @@ from core.clock import db_now
 from inventory.models import Reservation
 from orders.models import Order, OrderLine, Payment
 
-FINAL_STATUSES = [Order.Status.PAID, Order.Status.CANCELLED, Order.Status.EXPIRED, Order.Status.PAYMENT_FAILED]
+FINAL_STATUSES = [
+    Order.Status.PAID,
+    Order.Status.CANCELLED,
+    Order.Status.EXPIRED,
+    Order.Status.PAYMENT_FAILED,
+    Order.Status.REFUNDED,
+]
 
 
 def order_list_overdue() -> QuerySet[Order]:
@@ -123,3 +129,19 @@ def order_count_open_guest(*, client_address: str = "", numbers=()) -> int:
     from_address = unpaid.filter(client_address=client_address).count() if client_address else 0
     from_browser = unpaid.filter(number__in=list(numbers)).count() if numbers else 0
     return max(from_address, from_browser)
+
+
+def payment_find_pending(*, order: Order) -> Payment | None:
+    """The order's payment whose outcome the provider has yet to tell (the buyer may still be paying)."""
+    if order.status != Order.Status.AWAITING_PAYMENT:
+        return None
+    return order.payments.filter(state=Payment.State.PENDING).last()
+
+
+def payment_find_by_reference(*, reference: str, provider: str) -> Payment | None:
+    return Payment.objects.select_related("order").filter(reference=reference, provider=provider).first()
+
+
+def order_find_by_number(*, number: str) -> Order | None:
+    """Any customer's order, for staff."""
+    return Order.objects.filter(number=number).first()

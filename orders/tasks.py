@@ -1,6 +1,9 @@
 """Celery tasks: take ids, load, call a service. Retries back off on busy SKUs and database hiccups."""
 
+import json
 import logging
+import urllib.error
+import urllib.request
 from datetime import timedelta
 
 from celery import shared_task
@@ -9,14 +12,18 @@ from django.db import OperationalError
 
 from inventory.errors import LockTimeout, LockUnavailable
 from inventory.selectors import stock_books
-from orders.models import Order
+from orders.models import Order, PaymentEvent
+from orders.payments import webhook_sign
 from orders.selectors import order_list_deleted_holding_stock, order_list_stuck_holding_stock
 from orders.services import (
     order_release_expired,
     order_release_failed_payments,
     order_reservations_settle,
+    payment_event_list_process,
+    payment_event_process,
     payment_list_settle,
 )
+from orders.services.emails import order_email_list_send
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +57,57 @@ def settle_payments() -> int:
     if settled:
         logger.info("payment sweep: %d charge(s) settled", settled)
     return settled
+
+
+@shared_task(autoretry_for=RETRYABLE, retry_backoff=1, retry_backoff_max=60, retry_jitter=True, max_retries=8)
+def process_payment_event(event_id: int) -> None:
+    """Apply a stored webhook event to its payment. Run twice (a redelivery, a retry), it applies once."""
+    event = PaymentEvent.objects.filter(pk=event_id).first()
+    if event is None:
+        logger.warning("process_payment_event: no event %s", event_id)
+        return
+    payment_event_process(event=event)
+
+
+@shared_task(autoretry_for=RETRYABLE, retry_backoff=1, retry_backoff_max=30, max_retries=3)
+def sweep_payment_events() -> int:
+    """Events stored but never processed (their task was lost with a broker outage)."""
+    done = payment_event_list_process(older_than=timedelta(seconds=settings.PAYMENT_EVENT_SWEEP_AFTER_SECONDS))
+    if done:
+        logger.info("payment event sweep: %d event(s) processed", done)
+    return done
+
+
+@shared_task(
+    autoretry_for=(urllib.error.URLError, OSError),
+    retry_backoff=1,
+    retry_backoff_max=30,
+    retry_jitter=True,
+    max_retries=8,
+)
+def local_webhook_send(event: dict, url: str) -> int:
+    """The local payment provider's webhook: ``event`` signed as Stripe signs it, POSTed to the shop."""
+    payload = json.dumps(event).encode()
+    request = urllib.request.Request(
+        url,
+        data=payload,
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "Stripe-Signature": webhook_sign(payload, secret=settings.STRIPE_WEBHOOK_SECRET),
+        },
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return response.status
+
+
+@shared_task(autoretry_for=RETRYABLE, retry_backoff=1, retry_backoff_max=30, max_retries=3)
+def send_order_emails() -> int:
+    """The emails orders are due (placed, paid, failed, expired, refunded), each sent once."""
+    sent = order_email_list_send()
+    if sent:
+        logger.info("order emails: %d sent", sent)
+    return sent
 
 
 @shared_task

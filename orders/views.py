@@ -4,20 +4,20 @@ import logging
 import uuid
 
 from django import forms
-from django.conf import settings
 from django.contrib import messages
 from django.db import InterfaceError, OperationalError, connection
 from django.http import Http404
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from core.db import connection_lost
 from core.errors import DomainError
 from inventory.errors import InsufficientStock, LockTimeout, LockUnavailable
 from orders.errors import IdempotencyConflict
-from orders.payments import SimulatedGateway
-from orders.selectors import order_find_for_customer, order_list_for_visitor
+from orders.selectors import order_find_for_customer, order_list_for_visitor, payment_find_pending
 from orders.services import order_cancel, order_pay, order_place
+from orders.services.emails import order_link_check
 from orders.throttling import OrderThrottle
 from shop.cart import cart_clear
 from shop.views import cart_lines
@@ -131,26 +131,28 @@ def checkout(request):
 
 
 def order_detail(request, number: str):
+    if order_link_check(number=number, key=request.GET.get("key", "")):
+        # The signed link of an order email: this browser may see the guest's order from now on.
+        request.session[SESSION_ORDERS] = [*request.session.get(SESSION_ORDERS, []), number][-50:]
+        return redirect("order-detail", number=number)
     order = _order_for(request, number)
-    return render(
-        request,
-        "orders/order.html",
-        {"order": order, "allow_simulated_failure": settings.ALLOW_SIMULATED_PAYMENT_FAILURE},
-    )
+    return render(request, "orders/order.html", {"order": order, "payment": payment_find_pending(order=order)})
 
 
 @require_POST
 def order_pay_view(request, number: str):
+    """Send the buyer to the provider's page; its webhook tells the shop the outcome later."""
     order = _order_for(request, number)
-    token = ""
-    if request.POST.get("simulate_failure") and settings.ALLOW_SIMULATED_PAYMENT_FAILURE:
-        token = SimulatedGateway.DECLINE_TOKEN
     try:
-        order_pay(order=order, payment_token=token)
-        messages.success(request, "Paid. Thank you!")
+        payment = order_pay(
+            order=order, return_url=request.build_absolute_uri(reverse("order-detail", args=[order.number]))
+        )
     except DomainError as exc:
         messages.error(request, _explain(exc))
-    return redirect("order-detail", number=order.number)
+        return redirect("order-detail", number=order.number)
+    if payment.state == payment.State.CAPTURED:
+        return redirect("order-detail", number=order.number)  # paid already: a late second click
+    return redirect(payment.redirect_url)
 
 
 @require_POST

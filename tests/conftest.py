@@ -1,6 +1,7 @@
 """Fixtures and factories shared by every test. The suite runs on real MariaDB and Redis (bin/test)."""
 
 import itertools
+import json
 from decimal import Decimal
 
 import pytest
@@ -9,10 +10,15 @@ from django.contrib.auth.models import Permission
 from django.contrib.messages import get_messages
 from django.core.cache import caches
 from django.db import connections
+from django.test import Client
 
 from inventory.locks import soldout
 from inventory.models import Stock, StockMovement
 from inventory.services import stock_restock
+from orders.models import Order, Payment, PaymentEvent
+from orders.payments import LOCAL_WEBHOOK_SEND, local_event, webhook_sign
+from orders.services import order_pay, payment_event_process, payment_event_receive
+from orders.webhooks import LOCAL_OUTCOMES
 from shop.models import Product
 
 _sku_numbers = itertools.count(1)
@@ -105,6 +111,45 @@ def assert_told_their_orders(answers: dict, keys: list[str]) -> None:
     assert answers == {key: {"number": number} for key, number in placed.items()}
 
 
+def pay(order: Order, *, decline: bool = False) -> Order:
+    """Pay ``order`` as its buyer does with the local provider (or decline), its webhook applied at once as
+    the worker applies it (tests/orders/test_payment_webhooks.py runs real workers). The order as it is then.
+
+    A refusal to start paying (an expired order whose stock is gone, a cancelled one) is raised. A
+    declined order's stock is released by the release task (``celery_eager`` runs it in-process).
+    """
+    payment = order_pay(order=order, return_url="http://testserver/")
+    if payment.state == Payment.State.PENDING:
+        webhook_deliver(local_event(LOCAL_OUTCOMES["decline" if decline else "pay"], payment=payment))
+    return Order.all_objects.get(pk=order.pk)
+
+
+def webhook_deliver(event: dict) -> None:
+    """A verified webhook event, stored as the endpoint stores it, then processed as its task processes it."""
+    payment_event_receive(provider="stripe", event=event)
+    payment_event_process(event=PaymentEvent.objects.get(event_id=event["id"]))
+
+
+@pytest.fixture
+def local_webhooks(monkeypatch) -> list[int]:
+    """The local provider's webhooks, sent at once through the real endpoint instead of from a task over
+    HTTP (the browser and worker tests send them for real); the endpoint's answers, in order."""
+    answers = []
+
+    class SendNow:
+        @staticmethod
+        def delay(event: dict, url: str) -> None:
+            payload = json.dumps(event).encode()
+            signature = webhook_sign(payload, secret=settings.STRIPE_WEBHOOK_SECRET)
+            response = Client().post(
+                "/payments/stripe/webhook/", payload, content_type="application/json", HTTP_STRIPE_SIGNATURE=signature
+            )
+            answers.append(response.status_code)
+
+    monkeypatch.setattr("orders.webhooks.local_webhook_send", SendNow)
+    return answers
+
+
 @pytest.fixture
 def bob(django_user_model):
     return django_user_model.objects.create_user(username="bob", password="pw-bob-123")
@@ -125,9 +170,13 @@ def celery_eager(monkeypatch):
     from config.celery import app
 
     app.loader.import_default_modules()  # every app's tasks registered, as in a worker
-    monkeypatch.setattr(
-        app, "send_task", lambda name, args=None, kwargs=None, **options: app.tasks[name].apply_async(args, kwargs)
-    )
+
+    def send_task(name, args=None, kwargs=None, **options):
+        if name == LOCAL_WEBHOOK_SEND:
+            return None  # no server listens for the local provider's webhooks here (``local_webhooks`` sends them)
+        return app.tasks[name].apply_async(args, kwargs)
+
+    monkeypatch.setattr(app, "send_task", send_task)
     app.conf.task_always_eager = True
     app.conf.task_eager_propagates = True
     yield

@@ -37,7 +37,9 @@ def run_manage(*args: str, **env: str) -> subprocess.CompletedProcess:
         "DATABASE_URL": "mysql://shop:not-a-real-password@db.internal:3306/shop",
         "REDIS_URL": "redis://redis.internal:6379/0",
         "ALLOWED_HOSTS": "shop.example.com",
-        "PAYMENT_GATEWAY": "tests.orders.services.test_payment_flow.RecordingGateway",  # any but the simulated one
+        "PAYMENT_PROVIDER": "stripe",
+        "STRIPE_SECRET_KEY": "sk_test_not_a_real_key",
+        "STRIPE_WEBHOOK_SECRET": "whsec_not_a_real_secret",
         **env,
     }
     return subprocess.run(
@@ -74,21 +76,23 @@ def test_the_production_settings_are_https_only():
     ("env", "message"),
     [
         ({"DEBUG": "1"}, "DEBUG is on, which config.settings_production refuses"),
-        ({"ALLOW_SIMULATED_PAYMENT_FAILURE": "1"}, "ALLOW_SIMULATED_PAYMENT_FAILURE is on"),
         ({"ALLOWED_HOSTS": ""}, "Set ALLOWED_HOSTS"),
         ({"REDIS_URL": ""}, "config.settings_production needs DATABASE_URL and REDIS_URL"),
         ({"SECURE_PROXY_SSL_HEADER": "HTTP_X_FORWARDED_PROTO"}, "SECURE_PROXY_SSL_HEADER is HEADER,value"),
-        ({"PAYMENT_GATEWAY": "orders.payments.SimulatedGateway"}, "PAYMENT_GATEWAY is the simulated gateway"),
-        ({"PAYMENT_GATEWAY": ""}, "PAYMENT_GATEWAY is the simulated gateway"),
+        ({"PAYMENT_PROVIDER": "local"}, "PAYMENT_PROVIDER is local, which config.settings_production refuses"),
+        ({"PAYMENT_PROVIDER": ""}, "PAYMENT_PROVIDER is local, which config.settings_production refuses"),
+        ({"STRIPE_SECRET_KEY": ""}, "Set STRIPE_SECRET_KEY"),
+        ({"STRIPE_WEBHOOK_SECRET": ""}, "Set STRIPE_WEBHOOK_SECRET"),
     ],
     ids=[
         "debug",
-        "simulated-payment-failure",
         "no-allowed-hosts",
         "embedded-redis",
         "bad-proxy-header",
-        "simulated-gateway",
-        "gateway-left-to-the-default",
+        "local-payment-provider",
+        "provider-left-to-the-default",
+        "no-stripe-key",
+        "webhook-secret-left-to-the-default",
     ],
 )
 def test_the_production_settings_refuse_to_start_when_unsafe(env, message):

@@ -4,7 +4,16 @@ Callers import from here; each module holds one part of an order's life.
 """
 
 from orders.services.lifecycle import order_cancel, order_expire, order_fail_payment, order_reservations_settle
-from orders.services.paying import order_pay, payment_list_settle, payment_settle
+from orders.services.paying import (
+    order_pay,
+    order_refund,
+    payment_failed,
+    payment_list_settle,
+    payment_refund_confirmed,
+    payment_settle,
+    payment_succeeded,
+)
+from orders.services.payment_events import payment_event_list_process, payment_event_process, payment_event_receive
 from orders.services.placing import order_place
 from orders.services.sweeps import SweepResult, order_release_expired, order_release_failed_payments
 
@@ -15,9 +24,16 @@ __all__ = [
     "order_fail_payment",
     "order_pay",
     "order_place",
+    "order_refund",
     "order_release_expired",
     "order_release_failed_payments",
     "order_reservations_settle",
+    "payment_event_list_process",
+    "payment_event_process",
+    "payment_event_receive",
+    "payment_failed",
     "payment_list_settle",
+    "payment_refund_confirmed",
     "payment_settle",
+    "payment_succeeded",
 ]

@@ -1,104 +1,139 @@
-"""Paying an order: the gateway's charge, recorded, then applied in the order's stock section."""
+"""Paying an order: a payment started with the provider, then applied or refunded as its webhooks say."""
 
 import logging
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from core.clock import db_now
 from core.errors import DomainError
 from inventory.errors import InsufficientStock
-from inventory.models import Reservation
 from inventory.section import stock_section
-from inventory.services import (
-    stock_commit,
-    stock_release,
-    stock_reserve,
-)
-from orders.errors import (
-    OrderExpired,
-    OrderNotPayable,
-    PaymentDeclined,
-    PaymentNotApplied,
-)
+from inventory.services import stock_commit, stock_reserve, stock_restock
+from orders.errors import OrderExpired, OrderNotPayable, OrderNotRefundable, PaymentNotApplied
 from orders.models import Order, Payment
-from orders.payments import payment_gateway
+from orders.payments import payment_provider
 from orders.selectors import order_units_held, payment_list_unsettled
-from orders.services.lifecycle import Status, _order_reload, _order_transition
+from orders.services.lifecycle import Status, _order_reload, _order_transition, order_fail_payment
 from orders.services.placing import lines_check_limits
 from shop.selectors import product_map_orderable
+
+REFUND_RESTOCK = "refund_restock"  # the ledger reason of units a refund puts back on hand
 
 logger = logging.getLogger(__name__)
 
 
-def order_pay(*, order: Order, payment_token: str = "") -> Order:
-    """Charge the order and commit its reservation. Paid already: the same order. Expired: reserved again if
-    stock allows. The gateway is called outside any lock or transaction, so a slow gateway never holds up
-    other buyers; whoever changes the status first wins.
+def order_pay(*, order: Order, return_url: str) -> Payment:
+    """Start paying ``order``: its payment with the provider, recorded before the buyer is sent to pay.
 
-    A successful charge is recorded (``Payment``) before it is applied, and the order turns paid in the
-    transaction that captures it. A charge that was not applied is refunded; if the commit's outcome
-    was never heard, the database decides (``payment_settle``), never a guess.
+    Paid already, or a payment under way: that payment again, never a second charge. Expired: its
+    lines are reserved again first, if it may be revived and stock allows. The provider is called
+    outside any lock or transaction, so a slow provider never holds up other buyers. The outcome
+    arrives later, by webhook (``payment_event_process``); ``return_url`` is where the provider sends
+    the buyer back.
     """
     with stock_section(skus=order.skus):
         order = _order_reload(order)
-        if order.status == Status.PAID:
-            return order
-        if order.status in (Status.CANCELLED, Status.PAYMENT_FAILED):
+        if order.status == Status.PAID and (captured := order.payments.filter(state=Payment.State.CAPTURED).last()):
+            return captured
+        if order.status not in (Status.AWAITING_PAYMENT, Status.EXPIRED):
             raise OrderNotPayable(number=order.number, status=order.status)
         if order.status == Status.EXPIRED:
             _order_reserve_again(order)
-
-    gateway = payment_gateway()
-    charge = gateway.charge(order=order, amount=order.total, token=payment_token)
-    if not charge.succeeded:
-        with stock_section(skus=order.skus):
-            order = _order_reload(order)
-            if _order_transition(order, from_statuses=[Status.AWAITING_PAYMENT], to=Status.PAYMENT_FAILED):
-                stock_release(order=order, reason=Reservation.ReleaseReason.PAYMENT_FAILED)
-        if order.status == Status.PAID:  # a concurrent payment (a double click) won
-            return order
-        raise PaymentDeclined(number=order.number, message=charge.message)
-
-    payment = _payment_record(order, charge)
+        if pending := order.payments.filter(state=Payment.State.PENDING).last():
+            return pending  # a second click: the same checkout
+        attempt = Payment.all_objects.filter(order=order).count() + 1
+    provider = payment_provider()
+    checkout = provider.checkout_start(order=order, attempt=attempt, amount=order.total, return_url=return_url)
     try:
-        with stock_section(skus=order.skus):
-            order, applied = _payment_apply(order, payment)
-    except DomainError:
-        _payment_refund(payment)  # rolled back: not applied
-        raise
+        with transaction.atomic():
+            return Payment.objects.create(
+                order=order,
+                provider=provider.name,
+                attempt=attempt,
+                reference=checkout.reference,
+                redirect_url=checkout.redirect_url,
+                amount=order.total,
+            )
+    except IntegrityError:
+        return Payment.objects.get(order=order, attempt=attempt)  # a concurrent click stored the same checkout
+
+
+def payment_succeeded(*, payment: Payment, provider_payment: str) -> Payment:
+    """The provider took the money: apply it (the order turns paid and its stock is committed), or refund
+    it if the order can no longer be paid (failed or cancelled meanwhile, expired with its stock gone,
+    or paid by another payment). Delivered twice, it applies once.
+
+    If the commit's outcome goes unheard, the database decides (``payment_settle``), never a guess; if
+    it cannot be read, the task retries, and the settle sweep catches a charge that every retry missed.
+    """
+    Payment.objects.filter(pk=payment.pk, state__in=[Payment.State.PENDING, Payment.State.FAILED]).update(
+        state=Payment.State.CHARGED, provider_payment=provider_payment
+    )
+    payment = Payment.objects.select_related("order").get(pk=payment.pk)
+    if payment.state != Payment.State.CHARGED:
+        return payment  # applied or refunded already
+    try:
+        with stock_section(skus=payment.order.skus):
+            _, applied = _payment_apply(payment.order, payment)
+    except DomainError as refusal:
+        logger.warning("payment %s for order %s cannot be applied (%s): refunding it", payment, payment.order, refusal)
+        applied = False
     except Exception:
         # The commit may have happened (a connection lost at COMMIT): the database says whether it did.
-        logger.warning("payment %s for order %s: outcome unknown; settling it from the database", payment, order)
-        if payment_settle(payment=payment).state != Payment.State.CAPTURED:
-            raise
-        return _order_reload(order)
-    if not applied:  # a concurrent payment (a double click) won
+        logger.warning(
+            "payment %s for order %s: outcome unknown; settling it from the database", payment, payment.order
+        )
+        return payment_settle(payment=payment)  # raises if the database cannot say: the task retries
+    if not applied:
         _payment_refund(payment)
+    payment.refresh_from_db()
+    return payment
+
+
+def payment_failed(*, payment: Payment) -> Payment:
+    """The payment failed: the order turns ``payment_failed`` and the release task gives its stock back.
+    A payment that succeeded first stays as it is: the first final outcome decides."""
+    if Payment.objects.filter(pk=payment.pk, state=Payment.State.PENDING).update(state=Payment.State.FAILED):
+        order_fail_payment(order=payment.order)
+    payment.refresh_from_db()
+    return payment
+
+
+def payment_refund_confirmed(*, payment: Payment) -> Payment:
+    """The provider says the payment was refunded (ours, or one made in its dashboard): the order is refunded."""
+    Payment.objects.filter(pk=payment.pk, state__in=[Payment.State.CAPTURED, Payment.State.REFUNDING]).update(
+        state=Payment.State.REFUNDED
+    )
+    _order_transition(payment.order, from_statuses=[Status.PAID], to=Status.REFUNDED)
+    payment.refresh_from_db()
+    return payment
+
+
+def order_refund(*, order: Order, restock: bool, actor=None) -> Order:
+    """Refund a paid order in full through its provider; with ``restock`` its units go back on hand
+    (ledger reason ``refund_restock``). Refunded already: the same order, nothing more."""
+    with stock_section(skus=order.skus):
+        order = _order_reload(order)
+        if order.status == Status.REFUNDED:
+            return order
+        if order.status != Status.PAID:
+            raise OrderNotRefundable(number=order.number, status=order.status)
+        payment = order.payments.filter(state__in=[Payment.State.CAPTURED, Payment.State.REFUNDING]).last()
+        if payment is None:  # refunded in the provider's dashboard meanwhile: its webhook is on its way
+            raise OrderNotRefundable(number=order.number, status=order.status)
+        Payment.objects.filter(pk=payment.pk, state=Payment.State.CAPTURED).update(state=Payment.State.REFUNDING)
+    payment_provider().refund(payment=payment)  # idempotent per payment: a retry refunds once
+    with stock_section(skus=order.skus):
+        order = _order_reload(order)
+        Payment.objects.filter(pk=payment.pk, state=Payment.State.REFUNDING).update(state=Payment.State.REFUNDED)
+        if _order_transition(order, from_statuses=[Status.PAID], to=Status.REFUNDED) and restock:
+            for line in order.lines_with_products():
+                stock_restock(sku=line.product.sku, quantity=line.quantity, reason=REFUND_RESTOCK, actor=actor)
+    logger.info("order %s refunded (%s)%s", order, payment, ", its units restocked" if restock else "")
     return order
-
-
-def _payment_record(order: Order, charge) -> Payment:
-    """Record a successful charge before applying it. If even that fails, refund only if the database
-    says there is no record (a record left behind is settled by the sweep)."""
-    try:
-        return Payment.objects.create(order=order, reference=charge.reference, amount=order.total)
-    except Exception:
-        connection.close_if_unusable_or_obsolete()
-        try:
-            recorded = Payment.objects.filter(reference=charge.reference).first()
-        except Exception:
-            logger.error(
-                "charge %s for order %s: its record's outcome is unknown; check it by hand", charge.reference, order
-            )
-            raise
-        if recorded is not None:
-            return recorded
-        payment_gateway().refund(order=order, reference=charge.reference)
-        logger.warning("charge %s for order %s refunded: it could not be recorded", charge.reference, order)
-        raise
 
 
 def _payment_apply(order: Order, payment: Payment) -> tuple[Order, bool]:
@@ -129,7 +164,7 @@ def _payment_refund(payment: Payment) -> None:
     claimed = Payment.objects.filter(pk=payment.pk, state__in=[Payment.State.CHARGED, Payment.State.REFUNDING])
     if not claimed.update(state=Payment.State.REFUNDING):
         return
-    payment_gateway().refund(order=payment.order, reference=payment.reference)
+    payment_provider().refund(payment=payment)
     Payment.objects.filter(pk=payment.pk, state=Payment.State.REFUNDING).update(state=Payment.State.REFUNDED)
     logger.warning("payment %s for order %s refunded: it was not applied", payment.reference, payment.order)
 

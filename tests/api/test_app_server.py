@@ -112,7 +112,9 @@ def test_gunicorn_serves_the_shop_with_the_production_settings_behind_a_tls_prox
         DJANGO_SETTINGS_MODULE="config.settings_production",
         ALLOWED_HOSTS="shop.example.com",
         SECURE_PROXY_SSL_HEADER="HTTP_X_FORWARDED_PROTO,https",
-        PAYMENT_GATEWAY="tests.orders.services.test_payment_flow.RecordingGateway",  # not the simulated one
+        PAYMENT_PROVIDER="stripe",  # production refuses the local one
+        STRIPE_SECRET_KEY="sk_test_not_a_real_key",
+        STRIPE_WEBHOOK_SECRET="whsec_not_a_real_secret",
         LOG_LEVEL="WARNING",
     )
     with app_server(env, tmp_path / "gunicorn.log", workers=2, headers=proxied) as (url, _):

@@ -64,6 +64,12 @@ EXPECTED = {
     "api:order-detail": {"GET": OWNER_ONLY, "HEAD": OWNER_ONLY, "OPTIONS": CUSTOMERS, "other": CUSTOMERS_REFUSED},
     "api:order-pay": {"POST": OWNER_ONLY, "OPTIONS": CUSTOMERS, "other": CUSTOMERS_REFUSED},
     "api:order-cancel": {"POST": OWNER_ONLY, "OPTIONS": CUSTOMERS, "other": CUSTOMERS_REFUSED},
+    # Staff with refund_order refund any customer's order; this one is not paid yet.
+    "api:order-refund": {
+        "POST": by_role(NOT_AUTHENTICATED, PERMISSION_DENIED, PERMISSION_DENIED, (409, "order_not_refundable")),
+        "OPTIONS": STAFF_ONLY,
+        "other": STAFF_REFUSED,
+    },
     "api:stock-detail": {
         "GET": STAFF_ONLY,
         "HEAD": STAFF_ONLY,
@@ -138,6 +144,7 @@ BODIES = {
     "api:product-detail": {"max_per_customer": 5},
     "api:order-list": {"items": [{"sku": "MUG", "quantity": 1}]},
     "api:order-pay": {},
+    "api:order-refund": {"restock": True},
     "api:stock-detail": {"delta": 1, "reason": "access test"},
     "api:auth-token": {"username": "alice", "password": "pw-alice-123"},
 }
@@ -184,3 +191,13 @@ def test_another_customers_order_looks_exactly_like_no_order(world, name):
     missing = call(stranger, method, name, {**world["args"], "number": "NO-SUCH-ORDER"})
     assert (theirs.status_code, theirs.json()) == (missing.status_code, missing.json())
     assert Order.objects.get(pk=world["order"].pk).status == "awaiting_payment"
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_the_payment_webhook_answers_every_caller_alike_by_the_signature_alone(world, role):
+    """Outside /api/: no session or token counts there, only the signature (tests/orders/test_payment_webhooks.py)."""
+    client = world["clients"][role]
+    unsigned = client.post("/payments/stripe/webhook/", data="{}", content_type="application/json")
+    assert (unsigned.status_code, unsigned.json()["code"]) == (400, "invalid_signature")
+    for method in ("GET", "PUT", "DELETE"):
+        assert client.generic(method, "/payments/stripe/webhook/").status_code == 405

@@ -55,7 +55,6 @@ def _with_body(case, body, fresh_key):
 def tokens(db, make_product, staff_user, customer, settings):
     """Stock to order, and the Authorization headers of staff (every operation) and a customer."""
     settings.ORDER_THROTTLE_RATE = "100000/minute"  # the fuzzer places hundreds of orders
-    settings.ALLOW_SIMULATED_PAYMENT_FAILURE = True  # so that a declined payment is reachable too
     make_product(sku="BULK", stock=10**7)
     make_product(sku="MUG", stock=50)
     make_product(sku="TEE", stock=0)

@@ -31,7 +31,6 @@ def browser():
 def page(browser, live_server, transactional_db, settings):
     """A browser tab on the live server. Any page it shows that breaks the Content-Security-Policy (an inline
     script or style, a foreign source) fails the test: Chromium reports each refusal on the console."""
-    settings.ALLOW_SIMULATED_PAYMENT_FAILURE = True
     context = browser.new_context(base_url=live_server.url, viewport={"width": 1200, "height": 800})
     page = context.new_page()
     page.set_default_timeout(15_000)

@@ -10,7 +10,8 @@ from orders.models import Order
 from orders.services import order_place
 from tests.browser.conftest import screenshot
 from tests.conftest import assert_books_balance, stock_of
-from tests.processes import wait_for
+from tests.processes import process_env, wait_for
+from tests.test_celery_worker import celery, forget_every_task
 
 
 @pytest.fixture
@@ -38,7 +39,17 @@ def check_out(page, *, sku="MUG", name="Logo mug", quantity="2"):
     page.get_by_label("Email").fill("ann@example.com")
 
 
-def test_browse_add_to_cart_check_out_see_the_countdown_and_pay(page, catalog):
+@pytest.fixture
+def payments_worker(live_server, settings, tmp_path):
+    """A real Celery worker: it sends the local provider's webhooks to the live server and applies them."""
+    settings.LOCAL_PAYMENTS_WEBHOOK_URL = f"{live_server.url}/payments/stripe/webhook/"
+    forget_every_task()
+    with celery("worker", process_env(), tmp_path / "worker.log", "--concurrency=2"):
+        yield
+    forget_every_task()
+
+
+def test_browse_add_to_cart_check_out_see_the_countdown_and_pay(page, catalog, payments_worker):
     page.goto("/")
     expect(page.get_by_text("5 available")).to_be_visible()
     expect(page.get_by_text("Sold out")).to_be_visible()
@@ -54,22 +65,35 @@ def test_browse_add_to_cart_check_out_see_the_countdown_and_pay(page, catalog):
     screenshot(page, "order")
     assert stock_of(catalog["MUG"]).reserved == 2
 
-    page.get_by_test_id("pay").click()
-    expect(page.get_by_test_id("status")).to_have_text("Paid")
+    page.get_by_test_id("pay").click()  # to the provider's page
+    expect(page.get_by_test_id("amount")).to_have_text("25.00")
+    page.get_by_role("link", name="Back to the order").click()
+    expect(page.get_by_test_id("payment-processing")).to_be_visible()  # the shop waits for the provider
+    screenshot(page, "payment-processing")
+    page.get_by_test_id("continue-payment").click()
+    screenshot(page, "local-provider")
+    page.get_by_test_id("local-pay").click()
+
+    # The webhook arrives from the worker; the order page refreshes itself until then.
+    expect(page.get_by_test_id("status")).to_have_text("Paid", timeout=30_000)
+    screenshot(page, "paid")
     assert (stock_of(catalog["MUG"]).on_hand, stock_of(catalog["MUG"]).reserved) == (3, 0)
     assert_books_balance(catalog["MUG"])
 
 
-def test_a_failed_payment_gives_the_stock_back(page, catalog):
+def test_a_declined_payment_gives_the_stock_back(page, catalog, payments_worker):
     check_out(page, quantity="5")
     page.get_by_test_id("place-order").click()
     expect(page.get_by_test_id("status")).to_have_text("Awaiting payment")
     assert stock_of(catalog["MUG"]).available == 0
 
-    page.get_by_test_id("pay-fail").click()
+    page.get_by_test_id("pay").click()
+    page.get_by_test_id("local-decline").click()
 
-    expect(page.get_by_test_id("status")).to_have_text("Payment failed")
-    assert stock_of(catalog["MUG"]).available == 5
+    expect(page.get_by_test_id("status")).to_have_text("Payment failed", timeout=30_000)
+    expect(page.get_by_test_id("payment-failed")).to_be_visible()
+    screenshot(page, "payment-failed")
+    wait_for(lambda: stock_of(catalog["MUG"]).available == 5, timeout=30, what="the worker to release the stock")
     page.goto("/")
     expect(page.get_by_text("5 available")).to_be_visible()
     assert_books_balance(catalog["MUG"])

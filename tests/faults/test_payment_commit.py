@@ -16,19 +16,19 @@ from django.db import OperationalError, connection
 from core.db import LOST_CONNECTION
 from inventory.models import StockMovement
 from orders.models import Order, Payment
-from orders.services import order_cancel, order_pay, order_place, payment_list_settle
-from tests.conftest import stock_of
+from orders.services import order_cancel, order_place, paying, payment_list_settle
+from tests.conftest import pay, stock_of
 from tests.faults.conftest import assert_books
-from tests.orders.services.test_payment_flow import RecordingGateway
+from tests.orders.services.test_payment_flow import RecordingProvider
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
 def gateway(settings):
-    settings.PAYMENT_GATEWAY = "tests.orders.services.test_payment_flow.RecordingGateway"
-    RecordingGateway.charges, RecordingGateway.refunds, RecordingGateway.during_charge = [], [], None
-    return RecordingGateway
+    settings.PAYMENT_PROVIDER = "tests.orders.services.test_payment_flow.RecordingProvider"
+    RecordingProvider.checkouts, RecordingProvider.refunds, RecordingProvider.during_checkout = [], [], None
+    return RecordingProvider
 
 
 def _kill(thread_id: int) -> None:
@@ -40,10 +40,11 @@ def _kill(thread_id: int) -> None:
         killer.close()
 
 
-def _at_the_next_commit(monkeypatch, gateway, fault):
-    """Once the charge is made, run ``fault(real_commit)`` in place of the next COMMIT: the payment's."""
-    real_commit = connection._commit
-    armed = []
+def _at_the_next_commit(monkeypatch, fault):
+    """Run ``fault(real_commit)`` in place of the COMMIT of the transaction that first applies the payment
+    (order paid, charge captured, stock committed), as its success webhook is processed."""
+    real_commit, real_apply = connection._commit, paying._payment_apply
+    armed, applied = [], []
 
     def commit():
         if armed:
@@ -51,8 +52,15 @@ def _at_the_next_commit(monkeypatch, gateway, fault):
             return fault(real_commit)
         return real_commit()
 
+    def apply_then_arm(order, payment):
+        result = real_apply(order, payment)
+        if not applied:
+            applied.append(True)
+            armed.append(True)
+        return result
+
     monkeypatch.setattr(connection, "_commit", commit)
-    gateway.during_charge = lambda order: armed.append(True)
+    monkeypatch.setattr(paying, "_payment_apply", apply_then_arm)
 
 
 def test_a_payment_whose_connection_is_killed_at_the_commit_is_applied_once_and_never_refunded(
@@ -65,9 +73,9 @@ def test_a_payment_whose_connection_is_killed_at_the_commit_is_applied_once_and_
         _kill(connection.connection.thread_id())
         return real_commit()  # the server rolled the payment back: this raises
 
-    _at_the_next_commit(monkeypatch, gateway, kill_then_commit)
+    _at_the_next_commit(monkeypatch, kill_then_commit)
 
-    paid = order_pay(order=order)
+    paid = pay(order)
 
     # The database said the charge was not applied; the order could still be paid, so it was, once.
     [payment] = Payment.objects.all()
@@ -89,9 +97,9 @@ def test_a_payment_committed_whose_acknowledgement_is_lost_is_kept_not_refunded(
         _kill(connection.connection.thread_id())
         raise OperationalError(LOST_CONNECTION, "Lost connection to server during query")
 
-    _at_the_next_commit(monkeypatch, gateway, commit_then_lose_the_answer)
+    _at_the_next_commit(monkeypatch, commit_then_lose_the_answer)
 
-    paid = order_pay(order=order)
+    paid = pay(order)
 
     [payment] = Payment.objects.all()
     assert paid.status == Order.Status.PAID and paid.payment_reference == payment.reference
@@ -108,7 +116,7 @@ def test_charges_a_dead_payer_left_unsettled_are_applied_or_refunded_by_the_swee
     order_cancel(order=cancelled)
     # Charged and recorded, then the payer died (or lost the database) before applying them.
     for order, reference in [(payable, "ch_a"), (cancelled, "ch_b"), (fresh, "ch_c")]:
-        Payment.objects.create(order=order, reference=reference, amount=order.total)
+        Payment.objects.create(order=order, reference=reference, amount=order.total, state=Payment.State.CHARGED)
     Payment.all_objects.exclude(reference="ch_c").update(
         updated_at=Payment.objects.get(reference="ch_c").updated_at - timedelta(minutes=5)
     )
@@ -128,7 +136,7 @@ def test_charges_a_dead_payer_left_unsettled_are_applied_or_refunded_by_the_swee
 
 def test_staff_see_an_orders_charges_and_their_state_in_the_admin(make_product, customer, gateway, staff_admin):
     make_product(sku="MUG", stock=5)
-    order = order_pay(order=order_place(customer=customer, items=[{"sku": "MUG", "quantity": 1}], idempotency_key="k"))
+    order = pay(order_place(customer=customer, items=[{"sku": "MUG", "quantity": 1}], idempotency_key="k"))
 
     page = staff_admin.get(f"/admin/orders/order/{order.pk}/change/")
 

@@ -17,9 +17,9 @@ from django.utils import timezone
 
 from orders.admin import OrderAdmin
 from orders.models import Order
-from orders.payments import SimulatedGateway
-from orders.services import order_cancel, order_expire, order_pay, order_place
-from tests.conftest import assert_books_balance, messages_of, stock_of
+from orders.payments import LocalProvider
+from orders.services import order_cancel, order_expire, order_place
+from tests.conftest import assert_books_balance, messages_of, pay, stock_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -75,7 +75,7 @@ def test_search_and_filters(staff_admin, make_product):
     make_product(sku="MUG", stock=10)
     fresh = place("MUG", 1, "k1", email="ann@example.com")
     overdue = place("MUG", 1, "k2", email="bob@example.com")
-    paid = order_pay(order=place("MUG", 1, "k3"))
+    paid = pay(place("MUG", 1, "k3"))
     make_overdue(overdue, paid)
 
     assert listed(staff_admin, f"?q={fresh.number}") == {fresh.number}
@@ -89,7 +89,7 @@ def test_cancel_selected_cancels_through_the_service_and_reports_each_refusal(st
     mug = make_product(sku="MUG", stock=10)
     first, second = place("MUG", 2, "k1"), place("MUG", 3, "k2")
     already = order_cancel(order=place("MUG", 1, "k3"))
-    paid = order_pay(order=place("MUG", 1, "k4"))
+    paid = pay(place("MUG", 1, "k4"))
 
     response = run_action(staff_admin, "cancel_selected", first, second, already, paid)
 
@@ -170,24 +170,24 @@ def paid_after_the_delete_check(order, monkeypatch):
     """A customer pays the expired ``order`` just after the admin's delete has checked it (``get_deleted_objects``).
 
     The payment, in another thread as another web process would run it, reserves the stock again and waits
-    at the gateway: while the admin goes on to delete, the order awaits payment and holds stock. The charge
+    at the provider: while the admin goes on to delete, the order awaits payment and holds stock. The charge
     completes when the block ends; yields the payment's outcome.
     """
     charging, resume, outcome = threading.Event(), threading.Event(), {}
 
-    class SlowGateway(SimulatedGateway):
-        def charge(self, **kwargs):
+    class SlowProvider(LocalProvider):
+        def checkout_start(self, **kwargs):
             charging.set()
             resume.wait(30)
-            return super().charge(**kwargs)
+            return super().checkout_start(**kwargs)
 
-    def pay():
+    def pay_in_another_thread():
         try:
-            outcome["status"] = order_pay(order=order).status
+            outcome["status"] = pay(order).status
         finally:
             connections.close_all()
 
-    payer = threading.Thread(target=pay)
+    payer = threading.Thread(target=pay_in_another_thread)
     check = OrderAdmin.get_deleted_objects
 
     def check_then_pay(admin, objs, request):
@@ -197,7 +197,7 @@ def paid_after_the_delete_check(order, monkeypatch):
             assert charging.wait(10)
         return checked
 
-    monkeypatch.setattr("orders.services.paying.payment_gateway", SlowGateway)
+    monkeypatch.setattr("orders.services.paying.payment_provider", SlowProvider)
     monkeypatch.setattr(OrderAdmin, "get_deleted_objects", check_then_pay)
     try:
         yield outcome

@@ -1,11 +1,13 @@
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.utils import timezone
 
 from inventory.models import StockMovement
-from orders.models import Order
-from tests.conftest import assert_books_balance, client_for, stock_of
+from orders.models import Order, Payment
+from orders.payments import local_event
+from tests.conftest import assert_books_balance, client_for, pay, stock_of, webhook_deliver
 from tests.race import holding
 
 pytestmark = pytest.mark.django_db
@@ -112,7 +114,7 @@ def test_customers_only_see_pay_and_cancel_their_own_orders(customer_client, mug
     assert bob.get("/api/orders/").json()["count"] == 0
     for response in (
         bob.get(f"/api/orders/{number}/"),
-        bob.post(f"/api/orders/{number}/pay/", {}, format="json"),
+        bob.post(f"/api/orders/{number}/pay/"),
         bob.post(f"/api/orders/{number}/cancel/"),
     ):
         assert response.status_code == 404 and response.json()["code"] == "not_found"
@@ -122,39 +124,80 @@ def test_customers_only_see_pay_and_cancel_their_own_orders(customer_client, mug
     assert customer_client.get(f"/api/orders/{number}/").json()["number"] == number
 
 
-def test_pay_then_pay_again_then_cancel(customer_client, mug):
+def test_pay_starts_a_payment_its_webhook_completes_and_a_second_call_returns_the_same(customer_client, mug):
     number = create(customer_client, [{"sku": "MUG", "quantity": 3}]).json()["number"]
 
-    paid = customer_client.post(f"/api/orders/{number}/pay/", {}, format="json")
-    again = customer_client.post(f"/api/orders/{number}/pay/", {}, format="json")
-    cancel = customer_client.post(f"/api/orders/{number}/cancel/")
+    started = customer_client.post(f"/api/orders/{number}/pay/")
+    again = customer_client.post(f"/api/orders/{number}/pay/")
 
-    assert paid.status_code == 200 and paid.json()["status"] == "paid" and paid.json()["paid_at"]
-    assert again.status_code == 200 and again.json()["paid_at"] == paid.json()["paid_at"]
+    assert started.status_code == again.status_code == 200
+    payment = started.json()
+    assert payment["state"] == "pending" and payment["amount"] == "37.50" and payment["order"] == number
+    assert payment["redirect_url"] == f"/payments/local/{payment['reference']}/"
+    assert again.json() == payment  # the same checkout, never a second charge
+    assert customer_client.get(f"/api/orders/{number}/").json()["status"] == "awaiting_payment"
+
+    webhook_deliver(local_event("checkout.session.completed", payment=Payment.objects.get()))
+
+    order = customer_client.get(f"/api/orders/{number}/").json()
+    assert order["status"] == "paid" and order["paid_at"]
+    assert customer_client.post(f"/api/orders/{number}/pay/").json()["state"] == "captured"
+    cancel = customer_client.post(f"/api/orders/{number}/cancel/")
     assert cancel.status_code == 409 and cancel.json()["code"] == "order_not_cancellable"
     assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (7, 0)
     assert_books_balance(mug)
 
 
-def test_a_simulated_failure_declines_and_gives_the_stock_back(customer_client, mug, settings):
-    settings.ALLOW_SIMULATED_PAYMENT_FAILURE = True
+def test_a_declined_payment_cannot_be_started_again(customer_client, mug):
     number = create(customer_client, [{"sku": "MUG", "quantity": 3}]).json()["number"]
+    customer_client.post(f"/api/orders/{number}/pay/")
 
-    declined = customer_client.post(f"/api/orders/{number}/pay/", {"simulate_failure": True}, format="json")
-    retried = customer_client.post(f"/api/orders/{number}/pay/", {}, format="json")
+    webhook_deliver(local_event("checkout.session.async_payment_failed", payment=Payment.objects.get()))
 
-    assert declined.status_code == 402 and declined.json()["code"] == "payment_declined"
+    assert customer_client.get(f"/api/orders/{number}/").json()["status"] == "payment_failed"
+    retried = customer_client.post(f"/api/orders/{number}/pay/")
     assert retried.status_code == 409 and retried.json()["code"] == "order_not_payable"
-    assert stock_of(mug).reserved == 0
+
+
+@pytest.fixture
+def refunder(django_user_model):
+    user = django_user_model.objects.create_user(username="rita", password="pw-rita-123", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="refund_order"))
+    return client_for(user)
+
+
+@pytest.mark.parametrize("restock", [True, False])
+def test_staff_refund_a_paid_order_once_restocking_its_units_if_asked(customer_client, refunder, mug, restock):
+    number = create(customer_client, [{"sku": "MUG", "quantity": 3}]).json()["number"]
+    pay(Order.objects.get(number=number))
+
+    refunded = refunder.post(f"/api/orders/{number}/refund/", {"restock": restock}, format="json")
+    again = refunder.post(f"/api/orders/{number}/refund/", {"restock": restock}, format="json")
+
+    assert refunded.status_code == again.status_code == 200
+    assert refunded.json()["status"] == again.json()["status"] == "refunded"
+    assert Payment.objects.get().state == "refunded"
+    restocked = StockMovement.objects.filter(reason="refund_restock")
+    assert [(m.kind, m.on_hand_delta) for m in restocked] == ([("restock", 3)] if restock else [])
+    assert stock_of(mug).on_hand == (10 if restock else 7)
     assert_books_balance(mug)
 
 
-def test_simulated_failures_are_off_in_production_settings(customer_client, mug, settings):
-    settings.ALLOW_SIMULATED_PAYMENT_FAILURE = False
+def test_only_staff_with_the_refund_permission_refund_and_only_paid_orders(customer_client, refunder, staff_user, mug):
+    staff_client = client_for(staff_user)  # staff, without refund_order
     number = create(customer_client, [{"sku": "MUG", "quantity": 1}]).json()["number"]
-    response = customer_client.post(f"/api/orders/{number}/pay/", {"simulate_failure": True}, format="json")
-    assert response.status_code == 400 and response.json()["code"] == "simulation_disabled"
-    assert Order.objects.get().status == "awaiting_payment"
+
+    unpaid = refunder.post(f"/api/orders/{number}/refund/", {"restock": True}, format="json")
+    assert unpaid.status_code == 409 and unpaid.json()["code"] == "order_not_refundable"
+    pay(Order.objects.get(number=number))
+    for caller in (customer_client, staff_client):
+        response = caller.post(f"/api/orders/{number}/refund/", {"restock": True}, format="json")
+        assert response.status_code == 403 and response.json()["code"] == "permission_denied"
+    for body in ({}, {"restock": "perhaps"}, {"restock": [1]}):
+        response = refunder.post(f"/api/orders/{number}/refund/", body, format="json")
+        assert response.status_code == 400 and response.json()["fields"]["restock"]
+    assert refunder.post("/api/orders/NOSUCH/refund/", {"restock": True}, format="json").status_code == 404
+    assert Order.objects.get().status == "paid"
 
 
 def test_paying_an_expired_order_whose_stock_is_gone(customer_client, mug, django_user_model):
@@ -163,7 +206,7 @@ def test_paying_an_expired_order_whose_stock_is_gone(customer_client, mug, djang
     bob = client_for(django_user_model.objects.create_user(username="bob", password="pw-bob-123"))
     assert create(bob, [{"sku": "MUG", "quantity": 8}], key="bob").status_code == 201  # expires ours first
 
-    response = customer_client.post(f"/api/orders/{number}/pay/", {}, format="json")
+    response = customer_client.post(f"/api/orders/{number}/pay/")
 
     assert response.status_code == 409 and response.json()["code"] == "order_expired"
     assert response.json()["shortages"] == [{"sku": "MUG", "requested": 6, "available": 2}]
@@ -173,16 +216,10 @@ def test_cancel_gives_the_stock_back_once(customer_client, mug):
     number = create(customer_client, [{"sku": "MUG", "quantity": 4}]).json()["number"]
     first = customer_client.post(f"/api/orders/{number}/cancel/")
     second = customer_client.post(f"/api/orders/{number}/cancel/")
-    pay = customer_client.post(f"/api/orders/{number}/pay/", {}, format="json")
+    paying = customer_client.post(f"/api/orders/{number}/pay/")
     assert first.json()["status"] == second.json()["status"] == "cancelled"
-    assert pay.status_code == 409 and pay.json()["code"] == "order_not_payable"
+    assert paying.status_code == 409 and paying.json()["code"] == "order_not_payable"
     assert stock_of(mug).reserved == 0 and StockMovement.objects.filter(kind="release").count() == 1
-
-
-def test_pay_refuses_bad_bodies(customer_client, mug):
-    number = create(customer_client, [{"sku": "MUG", "quantity": 1}]).json()["number"]
-    response = customer_client.post(f"/api/orders/{number}/pay/", {"simulate_failure": "perhaps"}, format="json")
-    assert response.status_code == 400 and response.json()["fields"]["simulate_failure"]
 
 
 def test_a_busy_sku_answers_503_with_retry_after(customer_client, mug, settings):

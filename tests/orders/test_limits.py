@@ -11,7 +11,7 @@ from core.errors import DomainError
 from orders import services
 from orders.models import Order
 from shop.models import Product
-from tests.conftest import assert_books_balance, stock_of
+from tests.conftest import assert_books_balance, pay, stock_of
 from tests.orders.test_batching import _queue_behind_held_lock
 from tests.orders.test_pages import add_to_cart, checkout_key
 from tests.race import run_parallel
@@ -39,7 +39,7 @@ def refusal(call) -> dict:
 @pytest.mark.django_db
 def test_a_customer_holds_at_most_the_limit_across_unpaid_and_paid_orders(limited, customer):
     first = place(key="a", customer=customer)
-    services.order_pay(order=first)
+    pay(first)
     assert refusal(lambda: place(2, key="b", customer=customer)) == {
         "code": "limit_exceeded",
         "detail": "This order would take more units of a product than one customer may hold.",
@@ -111,7 +111,7 @@ def test_paying_an_expired_order_cannot_take_the_buyer_past_the_limit(limited, c
     Order.objects.filter(pk=old.pk).update(expires_at=db_now() - timedelta(seconds=1))
     assert services.order_expire(order=Order.objects.get(pk=old.pk))
     place(2, key="b", customer=customer)
-    assert refusal(lambda: services.order_pay(order=Order.objects.get(pk=old.pk)))["code"] == "limit_exceeded"
+    assert refusal(lambda: pay(Order.objects.get(pk=old.pk)))["code"] == "limit_exceeded"
     assert stock_of(limited).reserved == 2
     assert_books_balance(limited)
 
@@ -126,7 +126,7 @@ def test_a_guest_keeps_at_most_the_allowed_unpaid_orders_per_address(limited, se
     assert (over["code"], over["limit"]) == ("too_many_open_orders", 2)
     assert place(key="b", email="b@example.com", client_address="10.7.0.1").idempotency_key == "b"  # a replay
     place(key="c", email="c@example.com", client_address="10.7.0.2")
-    services.order_pay(order=Order.objects.get(idempotency_key="a"))  # a paid order is not open
+    pay(Order.objects.get(idempotency_key="a"))  # a paid order is not open
     place(key="d", email="d@example.com", client_address="10.7.0.1")
 
 

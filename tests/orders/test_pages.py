@@ -237,8 +237,10 @@ def test_a_database_error_that_is_not_a_lost_connection_is_not_taken_for_an_unkn
         client.post("/checkout/", {"email": "ann@example.com", "idempotency_key": key})
 
 
-def test_pay_simulated_failure_and_cancel_from_the_order_page(client, mug, settings):
-    settings.ALLOW_SIMULATED_PAYMENT_FAILURE = True
+@pytest.mark.django_db(transaction=True)
+def test_pay_or_decline_on_the_local_providers_page_and_cancel_from_the_order_page(
+    client, mug, celery_eager, local_webhooks
+):
     numbers = []
     for _ in range(3):
         add_to_cart(client, "MUG", 1)
@@ -246,25 +248,34 @@ def test_pay_simulated_failure_and_cancel_from_the_order_page(client, mug, setti
         numbers.append(Order.objects.latest("id").number)
     paid, failed, cancelled = numbers
 
-    client.post(f"/orders/{paid}/pay/")
-    client.post(f"/orders/{failed}/pay/", {"simulate_failure": "1"})
+    for number, outcome in ((paid, "pay"), (failed, "decline")):
+        to_provider = client.post(f"/orders/{number}/pay/")
+        provider_page = to_provider["Location"]
+        assert re.fullmatch(r"/payments/local/cs_local_[0-9a-f]{24}/", provider_page)
+        assert client.post(f"/orders/{number}/pay/")["Location"] == provider_page  # a second click: same payment
+        processing = client.get(f"/orders/{number}/").content.decode()
+        assert "Payment processing" in processing and provider_page in processing
+        assert "Pay 12.50" in client.get(provider_page).content.decode()
+        assert client.post(provider_page, {"outcome": outcome})["Location"] == f"/orders/{number}/"
     client.post(f"/orders/{cancelled}/cancel/")
 
+    assert local_webhooks == [200, 200]  # each outcome reached the shop as a signed webhook
     assert "Paid" in client.get(f"/orders/{paid}/").content.decode()
-    assert "Payment failed" in client.get(f"/orders/{failed}/").content.decode()
+    assert "The payment failed" in client.get(f"/orders/{failed}/").content.decode()
     assert "Cancelled" in client.get(f"/orders/{cancelled}/").content.decode()
     assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (4, 0)
     assert_books_balance(mug)
 
 
-def test_the_failure_button_is_off_in_production(client, mug, settings):
-    settings.ALLOW_SIMULATED_PAYMENT_FAILURE = False
+def test_the_local_providers_page_is_gone_when_stripe_is_the_provider(client, mug, settings):
     add_to_cart(client, "MUG")
     client.post("/checkout/", {"email": "ann@example.com", "idempotency_key": checkout_key(client)})
-    number = Order.objects.get().number
-    assert "Simulate failed payment" not in client.get(f"/orders/{number}/").content.decode()
-    client.post(f"/orders/{number}/pay/", {"simulate_failure": "1"})
-    assert Order.objects.get().status == "paid"
+    provider_page = client.post(f"/orders/{Order.objects.get().number}/pay/")["Location"]
+    settings.PAYMENT_PROVIDER = "orders.payments.StripeProvider"
+
+    assert client.get(provider_page).status_code == 404
+    assert client.post(provider_page, {"outcome": "pay"}).status_code == 404
+    assert Order.objects.get().status == "awaiting_payment"
 
 
 def test_orders_are_private(client, mug, customer):

@@ -4,10 +4,10 @@ import pytest
 
 from inventory.models import Reservation
 from inventory.services import stock_adjust, stock_restock
-from orders.services import order_cancel, order_pay, order_place
+from orders.services import order_cancel, order_place
 from shop.errors import ProductUnavailable
 from shop.models import Product
-from tests.conftest import stock_of
+from tests.conftest import pay, stock_of
 
 pytestmark = pytest.mark.django_db
 
@@ -66,7 +66,7 @@ def test_updated_at_moves_on_every_service_update(make_product, customer):
     moved(stock_of(product))
     paid = order_place(customer=customer, items=[{"sku": "CAP", "quantity": 1}], idempotency_key="k1")
     moved(stock_of(product))
-    order_pay(order=paid)  # status, commit of the reservation, stock counters
+    pay(paid)  # status, commit of the reservation, stock counters
     moved(paid, stock_of(product), Reservation.objects.get(order_line__order=paid))
     cancelled = order_place(customer=customer, items=[{"sku": "CAP", "quantity": 1}], idempotency_key="k2")
     moved(stock_of(product))

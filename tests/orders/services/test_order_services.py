@@ -8,18 +8,17 @@ from kombu.exceptions import OperationalError as KombuOperationalError
 from config.celery import app
 from core.errors import InvalidInput
 from inventory.models import Reservation, StockMovement
-from orders.errors import IdempotencyConflict, OrderExpired, OrderNotCancellable, OrderNotPayable, PaymentDeclined
+from orders.errors import IdempotencyConflict, OrderExpired, OrderNotCancellable, OrderNotPayable
 from orders.models import Order, new_order_number
 from orders.services import (
     order_cancel,
     order_expire,
     order_fail_payment,
-    order_pay,
     order_place,
     order_release_failed_payments,
 )
 from shop.models import Product
-from tests.conftest import assert_books_balance, stock_of
+from tests.conftest import assert_books_balance, pay, stock_of
 
 pytestmark = pytest.mark.django_db
 
@@ -96,8 +95,8 @@ def test_pay_commits_the_reservation_and_paying_again_is_idempotent(make_product
     mug = make_product(sku="MUG", stock=10)
     order = place(customer, MUG=3)
 
-    paid = order_pay(order=order)
-    again = order_pay(order=order)
+    paid = pay(order)
+    again = pay(order)
 
     assert paid.status == again.status == Order.Status.PAID
     assert paid.payment_reference == again.payment_reference != ""
@@ -106,20 +105,21 @@ def test_pay_commits_the_reservation_and_paying_again_is_idempotent(make_product
     assert_books_balance(mug)
 
 
-def test_a_declined_payment_fails_the_order_and_releases_its_stock(make_product, customer):
+def test_a_declined_payment_fails_the_order_and_the_release_task_gives_its_stock_back(
+    make_product, customer, celery_eager, django_capture_on_commit_callbacks
+):
     mug = make_product(sku="MUG", stock=10)
     order = place(customer, MUG=3)
 
-    with pytest.raises(PaymentDeclined) as error:
-        order_pay(order=order, payment_token="decline")
+    with django_capture_on_commit_callbacks(execute=True):
+        failed = pay(order, decline=True)
 
-    assert error.value.code == "payment_declined"
-    order.refresh_from_db()
-    assert order.status == Order.Status.PAYMENT_FAILED
+    assert failed.status == Order.Status.PAYMENT_FAILED
+    assert failed.payments.get().state == "failed"
     assert Reservation.objects.get(order_line__order=order).release_reason == "payment_failed"
     assert stock_of(mug).available == 10
     with pytest.raises(OrderNotPayable):
-        order_pay(order=order)
+        pay(order)
     assert_books_balance(mug)
 
 
@@ -129,7 +129,7 @@ def test_paying_an_expired_order_reserves_again_when_stock_allows(make_product, 
     assert order_expire(order=order) is True
     assert stock_of(mug).reserved == 0
 
-    paid = order_pay(order=order)
+    paid = pay(order)
 
     assert paid.status == Order.Status.PAID
     assert paid.expires_at > timezone.now()
@@ -147,7 +147,7 @@ def test_paying_an_expired_order_is_refused_when_its_stock_is_gone(make_product,
     place(bob, "bob", MUG=4)
 
     with pytest.raises(OrderExpired) as error:
-        order_pay(order=order)
+        pay(order)
 
     assert error.value.code == "order_expired"
     assert error.value.payload["shortages"] == [{"sku": "MUG", "requested": 3, "available": 1}]
@@ -165,7 +165,7 @@ def test_an_order_expired_longer_than_the_payable_window_cannot_be_paid(make_pro
     Order.objects.filter(pk=order.pk).update(expires_at=timezone.now() - timedelta(seconds=3601))
 
     with pytest.raises(OrderExpired) as error:
-        order_pay(order=order)
+        pay(order)
 
     assert error.value.code == "order_expired"
     assert error.value.payload["prices"] == [{"sku": "MUG", "price": "9.99"}]  # the buyer orders anew at these
@@ -181,7 +181,7 @@ def test_an_expired_order_whose_price_changed_cannot_be_paid_at_the_old_price(ma
     Product.objects.filter(pk=mug.pk).update(price=Decimal("12.50"))
 
     with pytest.raises(OrderExpired) as error:
-        order_pay(order=order)
+        pay(order)
 
     assert error.value.payload["prices"] == [{"sku": "MUG", "price": "12.50"}]
     order.refresh_from_db()
@@ -193,7 +193,7 @@ def test_an_expired_order_whose_price_changed_cannot_be_paid_at_the_old_price(ma
 def test_expire_only_touches_overdue_unpaid_orders(make_product, customer):
     mug = make_product(sku="MUG", stock=10)
     fresh = place(customer, "a", MUG=1)
-    paid = overdue(order_pay(order=place(customer, "b", MUG=1)))
+    paid = overdue(pay(place(customer, "b", MUG=1)))
 
     assert order_expire(order=fresh) is False
     assert order_expire(order=paid) is False
@@ -212,9 +212,9 @@ def test_cancel_releases_stock_and_refuses_paid_orders(make_product, customer):
     assert order_cancel(order=order).status == cancelled.status == Order.Status.CANCELLED
     assert StockMovement.objects.filter(order=order, kind="release").count() == 1
     with pytest.raises(OrderNotPayable):
-        order_pay(order=order)
+        pay(order)
 
-    paid = order_pay(order=place(customer, "b", MUG=1))
+    paid = pay(place(customer, "b", MUG=1))
     with pytest.raises(OrderNotCancellable) as error:
         order_cancel(order=paid)
     assert error.value.code == "order_not_cancellable"
@@ -233,9 +233,9 @@ def test_fail_payment_marks_the_order_and_enqueues_the_release(
     assert Order.objects.get(pk=order.pk).status == Order.Status.PAYMENT_FAILED
     assert stock_of(mug).reserved == 0
 
+    paid = pay(place(customer, "b", MUG=1))
     with django_capture_on_commit_callbacks(execute=True) as enqueued:
         assert order_fail_payment(order=order) is False
-        paid = order_pay(order=place(customer, "b", MUG=1))
         assert order_fail_payment(order=paid) is False
     assert enqueued == []
     assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (9, 0)

@@ -1,4 +1,5 @@
-"""Payment happens outside the stock lock; whoever changes the status first wins; a losing charge is refunded."""
+"""Paying: a payment started with the provider outside the stock lock, then decided by its webhooks, which
+arrive late, twice or out of order; the first final outcome wins and a charge that cannot be applied is refunded."""
 
 from datetime import timedelta
 
@@ -9,74 +10,111 @@ from core.errors import InvalidInput
 from inventory import locks
 from inventory.models import StockMovement
 from orders.errors import OrderNotFound
-from orders.models import Order
-from orders.payments import PaymentResult, SimulatedGateway
+from orders.models import Order, Payment, PaymentEvent
+from orders.payments import LocalProvider, local_event
 from orders.services import order_cancel, order_expire, order_pay, order_place
 from shop.errors import ProductUnavailable
-from tests.conftest import assert_books_balance, stock_of
+from tests.conftest import assert_books_balance, pay, stock_of, webhook_deliver
 
 pytestmark = pytest.mark.django_db
 
+RETURN_URL = "http://testserver/orders/"
 
-class RecordingGateway(SimulatedGateway):
-    """The simulated gateway, plus a hook that runs *during* the charge and a record of refunds."""
 
-    during_charge = None
-    charges: list = []
+class RecordingProvider(LocalProvider):
+    """The local provider, plus a hook that runs *while* a checkout is started and a record of refunds."""
+
+    during_checkout = None
+    checkouts: list = []
     refunds: list = []
 
-    def charge(self, *, order, amount, token):
-        RecordingGateway.charges.append({"order": order.number, "locks_held": locks.held_skus()})
-        if RecordingGateway.during_charge:
-            hook, RecordingGateway.during_charge = RecordingGateway.during_charge, None
+    def checkout_start(self, *, order, attempt, amount, return_url):
+        RecordingProvider.checkouts.append({"order": order.number, "locks_held": locks.held_skus()})
+        if RecordingProvider.during_checkout:
+            hook, RecordingProvider.during_checkout = RecordingProvider.during_checkout, None
             hook(order)
-        return super().charge(order=order, amount=amount, token=token)
+        return super().checkout_start(order=order, attempt=attempt, amount=amount, return_url=return_url)
 
-    def refund(self, *, order, reference):
-        RecordingGateway.refunds.append(reference)
+    def refund(self, *, payment):
+        RecordingProvider.refunds.append(payment.reference)
 
 
 @pytest.fixture
-def gateway(settings):
-    settings.PAYMENT_GATEWAY = "tests.orders.services.test_payment_flow.RecordingGateway"
-    RecordingGateway.charges, RecordingGateway.refunds, RecordingGateway.during_charge = [], [], None
-    return RecordingGateway
+def provider(settings):
+    settings.PAYMENT_PROVIDER = "tests.orders.services.test_payment_flow.RecordingProvider"
+    RecordingProvider.checkouts, RecordingProvider.refunds, RecordingProvider.during_checkout = [], [], None
+    return RecordingProvider
 
 
 def place(customer, key, quantity=2, sku="MUG"):
     return order_place(customer=customer, items=[{"sku": sku, "quantity": quantity}], idempotency_key=key)
 
 
-def test_the_gateway_is_called_with_no_stock_lock_held(make_product, customer, gateway):
+def start(order) -> Payment:
+    return order_pay(order=order, return_url=RETURN_URL)
+
+
+def succeed(payment: Payment) -> None:
+    webhook_deliver(local_event("checkout.session.completed", payment=payment))
+
+
+def fail(payment: Payment) -> None:
+    webhook_deliver(local_event("checkout.session.async_payment_failed", payment=payment))
+
+
+def test_the_provider_is_called_with_no_stock_lock_held_and_the_payment_recorded_pending(
+    make_product, customer, provider
+):
+    make_product(sku="MUG", stock=5, price="2.50")
+    order = place(customer, "k")
+
+    payment = start(order)
+
+    assert provider.checkouts == [{"order": order.number, "locks_held": frozenset()}]
+    assert (payment.state, payment.amount, payment.provider, payment.attempt) == ("pending", 5, "local", 1)
+    assert payment.redirect_url == f"/payments/local/{payment.reference}/"
+    assert Order.objects.get(pk=order.pk).status == Order.Status.AWAITING_PAYMENT
+
+
+def test_a_second_click_during_the_first_returns_the_same_payment(make_product, customer, provider):
     make_product(sku="MUG", stock=5)
-    order_pay(order=place(customer, "k"))
-    assert gateway.charges == [{"order": gateway.charges[0]["order"], "locks_held": frozenset()}]
+    order = place(customer, "k")
+    clicked_again = []
+    provider.during_checkout = lambda o: clicked_again.append(start(o))  # lands while the first is at the provider
+
+    payment = start(order)
+
+    assert clicked_again == [payment] and Payment.objects.count() == 1
+    assert start(order) == payment  # and any later click, while it is pending
 
 
-def test_a_double_click_charges_twice_but_pays_once_and_refunds_the_loser(make_product, customer, gateway):
+def test_a_paid_order_is_paid_once_and_paying_again_returns_its_payment(make_product, customer, provider):
     mug = make_product(sku="MUG", stock=5)
     order = place(customer, "k")
-    gateway.during_charge = lambda o: order_pay(order=o)  # the second click lands during the first charge
+    payment = start(order)
 
-    paid = order_pay(order=order)
+    succeed(payment)
+    succeed(payment)  # the same event delivered again: stored once, applied once
 
-    assert paid.status == Order.Status.PAID
-    assert len(gateway.charges) == 2 and len(gateway.refunds) == 1
-    assert gateway.refunds[0] != paid.payment_reference
+    paid = Order.objects.get(pk=order.pk)
+    assert paid.status == Order.Status.PAID and paid.payment_reference == payment.reference
+    assert start(paid).state == Payment.State.CAPTURED and provider.refunds == []
+    assert PaymentEvent.objects.count() == 1
     assert StockMovement.objects.filter(order=order, kind="commit").count() == 1
     assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (3, 0)
     assert_books_balance(mug)
 
 
-def test_when_the_sweeper_expires_the_order_during_the_charge_it_is_reserved_again(make_product, customer, gateway):
+def test_a_success_after_the_sweeper_expired_the_order_reserves_its_lines_again(make_product, customer, provider):
     mug = make_product(sku="MUG", stock=5)
     order = place(customer, "k")
+    payment = start(order)
     Order.objects.filter(pk=order.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
-    gateway.during_charge = lambda o: order_expire(order=o)
+    assert order_expire(order=order)
 
-    paid = order_pay(order=order)
+    succeed(payment)
 
-    assert paid.status == Order.Status.PAID and gateway.refunds == []
+    assert Order.objects.get(pk=order.pk).status == Order.Status.PAID and provider.refunds == []
     assert list(StockMovement.objects.filter(order=order).values_list("kind", flat=True)) == [
         "reserve",
         "release",
@@ -87,19 +125,66 @@ def test_when_the_sweeper_expires_the_order_during_the_charge_it_is_reserved_aga
     assert_books_balance(mug)
 
 
-def test_when_the_order_is_cancelled_during_the_charge_the_charge_is_refunded(make_product, customer, gateway):
+def test_a_success_after_expiry_when_the_stock_is_gone_is_refunded(make_product, customer, bob, provider):
     mug = make_product(sku="MUG", stock=5)
     order = place(customer, "k")
-    gateway.during_charge = lambda o: order_cancel(order=o)
+    payment = start(order)
+    Order.objects.filter(pk=order.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert order_expire(order=order)
+    place(bob, "bob", quantity=4)  # takes what the expiry gave back
 
-    with pytest.raises(Exception) as error:
-        order_pay(order=order)
+    succeed(payment)
 
-    assert error.value.code == "order_not_payable"
-    assert len(gateway.refunds) == 1
+    assert Order.objects.get(pk=order.pk).status == Order.Status.EXPIRED
+    assert Payment.objects.get().state == Payment.State.REFUNDED and provider.refunds == [payment.reference]
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (5, 4)
+    assert_books_balance(mug)
+
+
+def test_a_success_for_an_order_cancelled_meanwhile_is_refunded(make_product, customer, provider):
+    mug = make_product(sku="MUG", stock=5)
+    order = place(customer, "k")
+    payment = start(order)
+    order_cancel(order=order)
+
+    succeed(payment)
+
     assert Order.objects.get(pk=order.pk).status == Order.Status.CANCELLED
+    assert provider.refunds == [payment.reference] and Payment.objects.get().state == Payment.State.REFUNDED
     assert stock_of(mug).reserved == 0
     assert_books_balance(mug)
+
+
+@pytest.mark.parametrize("first", ["success", "failure"])
+def test_success_and_failure_in_either_order_end_in_the_state_of_the_first(make_product, customer, provider, first):
+    mug = make_product(sku="MUG", stock=5)
+    order = place(customer, "k")
+    payment = start(order)
+    outcomes = [succeed, fail] if first == "success" else [fail, succeed]
+
+    for outcome in outcomes:
+        outcome(payment)
+
+    order.refresh_from_db()
+    if first == "success":
+        assert order.status == Order.Status.PAID and Payment.objects.get().state == Payment.State.CAPTURED
+        assert provider.refunds == [] and (stock_of(mug).on_hand, stock_of(mug).reserved) == (3, 0)
+    else:  # the late success took money for an order that failed: it goes back
+        assert order.status == Order.Status.PAYMENT_FAILED and Payment.objects.get().state == Payment.State.REFUNDED
+        assert provider.refunds == [payment.reference] and stock_of(mug).on_hand == 5
+    assert PaymentEvent.objects.filter(processed_at__isnull=False).count() == 2
+    assert_books_balance(mug)
+
+
+def test_unknown_event_types_and_payments_are_acknowledged_and_ignored(make_product, customer, provider):
+    make_product(sku="MUG", stock=5)
+    payment = start(place(customer, "k"))
+    webhook_deliver({"id": "evt_1", "type": "customer.created", "data": {"object": {"object": "customer"}}})
+    stranger = {"object": "checkout.session", "id": "cs_not_ours", "payment_status": "paid"}
+    webhook_deliver({"id": "evt_2", "type": "checkout.session.completed", "data": {"object": stranger}})
+
+    assert PaymentEvent.objects.filter(processed_at__isnull=False).count() == 2
+    assert Payment.objects.get() == payment and payment.state == Payment.State.PENDING
 
 
 def test_an_expired_order_of_a_product_no_longer_for_sale_is_not_reserved_again(make_product, customer):
@@ -111,18 +196,18 @@ def test_an_expired_order_of_a_product_no_longer_for_sale_is_not_reserved_again(
     mug.save()
 
     with pytest.raises(ProductUnavailable):
-        order_pay(order=order)
+        start(order)
     assert Order.objects.get(pk=order.pk).status == Order.Status.EXPIRED
-    assert stock_of(mug).reserved == 0
+    assert stock_of(mug).reserved == 0 and not Payment.objects.exists()
 
 
 def test_a_deleted_order_can_be_neither_paid_nor_cancelled(make_product, customer):
     mug = make_product(sku="MUG", stock=5)
     order = place(customer, "k")
     order.delete()
-    for action in (order_pay, order_cancel):
+    for action in (start, lambda o: order_cancel(order=o)):
         with pytest.raises(OrderNotFound) as error:
-            action(order=order)
+            action(order)
         assert error.value.code == "order_not_found"
     assert stock_of(mug).reserved == 2
 
@@ -148,34 +233,16 @@ def test_a_guest_needs_a_valid_email(make_product, email):
     assert stock_of(mug).reserved == 0 and not Order.all_objects.exists()
 
 
-def test_a_declined_charge_is_not_refunded_and_fails_the_order(make_product, customer, gateway):
-    mug = make_product(sku="MUG", stock=5)
-    order = place(customer, "k")
-    with pytest.raises(Exception) as error:
-        order_pay(order=order, payment_token="decline")
-    assert error.value.code == "payment_declined"
-    assert gateway.refunds == []
-    assert Order.objects.get(pk=order.pk).status == Order.Status.PAYMENT_FAILED
-    assert stock_of(mug).reserved == 0
-    assert_books_balance(mug)
-
-
-def test_a_gateway_that_raises_changes_nothing(make_product, customer, settings, gateway):
+def test_a_provider_that_fails_to_start_a_checkout_changes_nothing(make_product, customer, provider):
     mug = make_product(sku="MUG", stock=5)
     order = place(customer, "k")
 
     def broken(order):
-        raise ConnectionError("gateway down")
+        raise ConnectionError("provider down")
 
-    gateway.during_charge = broken
+    provider.during_checkout = broken
     with pytest.raises(ConnectionError):
-        order_pay(order=order)
+        start(order)
     assert Order.objects.get(pk=order.pk).status == Order.Status.AWAITING_PAYMENT
-    assert stock_of(mug).reserved == 2
-
-
-def test_simulated_gateway_results():
-    assert SimulatedGateway().charge(order=None, amount=1, token="decline") == PaymentResult(
-        succeeded=False, message="Card declined (simulated)."
-    )
-    assert SimulatedGateway().charge(order=None, amount=1, token="").succeeded
+    assert stock_of(mug).reserved == 2 and not Payment.objects.exists()
+    assert pay(order).status == Order.Status.PAID  # the buyer clicks again

@@ -1,0 +1,119 @@
+"""Emails to buyers about their orders, sent by a Celery beat task from the orders' states.
+
+Which email an order is due follows from what it is now (placed, paid, failed, expired, refunded, or
+paid too late and refunded), and each kind is sent at most once per order (``OrderEmail``, unique per
+order and kind). So placing an order, the hot path of a flash sale, enqueues nothing; an email waits at
+most ``ORDER_EMAIL_SWEEP_SECONDS`` after the commit; and a broker or mail server that is down delays
+emails without losing them.
+"""
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.core import signing
+from django.core.mail import EmailMultiAlternatives
+from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef, QuerySet
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils import timezone
+
+from orders.models import Order, OrderEmail, Payment
+
+logger = logging.getLogger(__name__)
+
+Kind = OrderEmail.Kind
+SUBJECTS = {
+    Kind.PLACED: "Order {number}: your items are reserved",
+    Kind.PAID: "Order {number}: paid, thank you",
+    Kind.PAYMENT_FAILED: "Order {number}: the payment failed",
+    Kind.EXPIRED: "Order {number}: the reservation expired",
+    Kind.REFUNDED: "Order {number}: refunded",
+    Kind.LATE_PAYMENT_REFUNDED: "Order {number}: your payment came too late and was refunded",
+}
+ORDER_LINK_SALT = "orders.order-link"
+
+
+def order_link(order: Order) -> str:
+    """The order page's address, with a signed key that lets a guest open it from any browser."""
+    key = signing.dumps(order.number, salt=ORDER_LINK_SALT)
+    return f"{settings.SHOP_URL.rstrip('/')}{reverse('order-detail', args=[order.number])}?key={key}"
+
+
+def order_link_check(*, number: str, key: str) -> bool:
+    """Whether ``key`` is the signed key of the order ``number``'s link."""
+    try:
+        return signing.loads(key, salt=ORDER_LINK_SALT) == number
+    except signing.BadSignature:
+        return False
+
+
+def _due(orders: QuerySet[Order], kind: str) -> QuerySet[Order]:
+    sent = OrderEmail.objects.filter(order=OuterRef("pk"), kind=kind)
+    return orders.filter(~Exists(sent))
+
+
+def order_email_list_due(*, since: timedelta, limit: int = 500) -> list[tuple[Order, str]]:
+    """Orders changed within ``since`` that are due an email they have not been sent, with its kind."""
+    recent = Order.objects.filter(updated_at__gte=timezone.now() - since)
+    late_refunds = Payment.objects.filter(order=OuterRef("pk"), state=Payment.State.REFUNDED)
+    wanted = [
+        (recent.filter(status=Order.Status.AWAITING_PAYMENT), Kind.PLACED),
+        (recent.filter(status=Order.Status.PAID), Kind.PAID),
+        (recent.filter(status=Order.Status.PAYMENT_FAILED), Kind.PAYMENT_FAILED),
+        (recent.filter(status=Order.Status.EXPIRED), Kind.EXPIRED),
+        (recent.filter(status=Order.Status.REFUNDED), Kind.REFUNDED),
+        (recent.exclude(status=Order.Status.REFUNDED).filter(Exists(late_refunds)), Kind.LATE_PAYMENT_REFUNDED),
+    ]
+    due = []
+    for orders, kind in wanted:
+        due += [(order, kind) for order in _due(orders, kind).select_related("customer").order_by("pk")[:limit]]
+    return due[:limit]
+
+
+def order_email_send(*, order: Order, kind: str) -> bool:
+    """Send the order's email of ``kind`` unless it was sent; True if this call sent it.
+
+    Claimed first (a row unique per order and kind), so two sweeps send it once; if sending fails the
+    claim is dropped and the next sweep tries again.
+    """
+    recipient = order.email or (order.customer.email if order.customer else "")
+    try:
+        with transaction.atomic():
+            claim = OrderEmail.objects.create(order=order, kind=kind, recipient=recipient)
+    except IntegrityError:
+        return False
+    if not recipient:
+        logger.info("order %s has no email address: no %s email", order, kind)
+        return False
+    context = {
+        "order": order,
+        "lines": order.lines_with_products(),
+        "link": order_link(order),
+        "refunded_payment": order.payments.filter(state=Payment.State.REFUNDED).last(),
+    }
+    message = EmailMultiAlternatives(
+        subject=SUBJECTS[kind].format(number=order.number),
+        body=render_to_string(f"orders/email/{kind}.txt", context),
+        to=[recipient],
+    )
+    message.attach_alternative(render_to_string(f"orders/email/{kind}.html", context), "text/html")
+    try:
+        message.send()
+    except Exception:
+        OrderEmail.all_objects.filter(pk=claim.pk).hard_delete()
+        raise
+    logger.info("sent the %s email of order %s", kind, order)
+    return True
+
+
+def order_email_list_send() -> int:
+    """Send every email that is due; how many were sent. One that fails waits for the next sweep."""
+    sent = 0
+    for order, kind in order_email_list_due(since=timedelta(seconds=settings.ORDER_EMAIL_WINDOW_SECONDS)):
+        try:
+            sent += order_email_send(order=order, kind=kind)
+        except Exception:
+            logger.exception("the %s email of order %s could not be sent; the next sweep tries again", kind, order)
+    return sent

@@ -1,0 +1,121 @@
+"""Order emails, sent by the beat task through a real SMTP server that the test starts (aiosmtpd)."""
+
+import email
+import re
+from datetime import timedelta
+from email import policy
+
+import pytest
+from aiosmtpd.controller import Controller
+from django.test import Client
+from django.utils import timezone
+
+from orders.models import Order, OrderEmail
+from orders.services import order_expire, order_pay, order_place, order_refund
+from orders.tasks import send_order_emails
+from tests.conftest import pay
+from tests.orders.services.test_payment_flow import succeed
+from tests.processes import free_port
+
+pytestmark = pytest.mark.django_db
+
+
+class Inbox:
+    def __init__(self):
+        self.messages: list[email.message.EmailMessage] = []
+
+    async def handle_DATA(self, server, session, envelope):  # noqa: N802 - aiosmtpd's hook name
+        message = email.message_from_bytes(envelope.content, policy=policy.default)
+        message["X-Envelope-To"] = ", ".join(envelope.rcpt_tos)
+        self.messages.append(message)
+        return "250 OK"
+
+    def take(self) -> list[email.message.EmailMessage]:
+        taken, self.messages = self.messages, []
+        return taken
+
+
+@pytest.fixture
+def inbox(settings):
+    """An SMTP server on this machine; the shop sends through it as it would through any (EMAIL_URL)."""
+    handler, port = Inbox(), free_port()
+    controller = Controller(handler, hostname="127.0.0.1", port=port)
+    controller.start()
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_USE_TLS = "127.0.0.1", port, False
+    settings.EMAIL_HOST_USER = settings.EMAIL_HOST_PASSWORD = ""
+    yield handler
+    controller.stop()
+
+
+def text_of(message) -> str:
+    return message.get_body(("plain",)).get_content()
+
+
+def html_of(message) -> str:
+    return message.get_body(("html",)).get_content()
+
+
+def place(key: str, quantity: int = 2) -> Order:
+    return order_place(email=f"{key}@example.com", items=[{"sku": "MUG", "quantity": quantity}], idempotency_key=key)
+
+
+def test_a_placed_order_is_emailed_once_with_its_deadline_and_a_link_to_pay(make_product, inbox):
+    make_product(sku="MUG", name="Logo mug", stock=10, price="12.50")
+    order = place("ann")
+
+    assert send_order_emails() == 1
+    assert send_order_emails() == 0  # once
+
+    [message] = inbox.take()
+    assert message["To"] == "ann@example.com" and message["X-Envelope-To"] == "ann@example.com"
+    assert message["Subject"] == f"Order {order.number}: your items are reserved"
+    body = text_of(message)
+    deadline = timezone.localtime(order.expires_at).strftime("%Y-%m-%d %H:%M")
+    assert order.number in body and deadline in body
+    assert "2 x Logo mug (MUG) at 12.50 = 25.00" in body
+    assert order.number in html_of(message) and deadline in html_of(message)
+    link = re.search(r"http://\S+/orders/" + order.number + r"/\?key=\S+", body).group(0)
+    browser = Client()  # another browser than the one that ordered: the signed link lets it in
+    opened = browser.get(link.removeprefix("http://127.0.0.1:8000"), follow=True)
+    assert opened.status_code == 200 and order.number in opened.content.decode()
+    assert Client().get(f"/orders/{order.number}/?key=forged").status_code == 404
+
+
+def test_paid_failed_expired_and_refunded_orders_each_get_their_email(make_product, inbox, staff_user):
+    make_product(sku="MUG", stock=10)
+    paid, failed, expired, refunded = place("paid"), place("failed"), place("expired"), place("refunded")
+    send_order_emails()
+    inbox.take()  # the four "placed" emails
+
+    pay(paid)
+    pay(failed, decline=True)
+    Order.objects.filter(pk=expired.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    order_expire(order=expired)
+    order_refund(order=pay(refunded), restock=True, actor=staff_user)
+    assert send_order_emails() == 4
+
+    subjects = {message["To"]: message["Subject"] for message in inbox.take()}
+    assert subjects == {
+        "paid@example.com": f"Order {paid.number}: paid, thank you",
+        "failed@example.com": f"Order {failed.number}: the payment failed",
+        "expired@example.com": f"Order {expired.number}: the reservation expired",
+        "refunded@example.com": f"Order {refunded.number}: refunded",
+    }
+    assert OrderEmail.objects.count() == 8 and send_order_emails() == 0
+
+
+def test_a_payment_that_came_too_late_is_refunded_and_the_buyer_told(make_product, inbox, bob):
+    make_product(sku="MUG", stock=2)
+    order = place("late")
+    payment = order_pay(order=order, return_url="http://testserver/")
+    Order.objects.filter(pk=order.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    order_expire(order=order)
+    order_place(customer=bob, items=[{"sku": "MUG", "quantity": 2}], idempotency_key="bob")
+    succeed(payment)  # the stock is gone: refunded
+
+    send_order_emails()
+
+    messages = {message["Subject"]: message for message in inbox.take() if message["To"] == "late@example.com"}
+    late = messages[f"Order {order.number}: your payment came too late and was refunded"]
+    assert "refunded it in full" in text_of(late) and order.number in text_of(late)

@@ -1,0 +1,139 @@
+"""The Stripe provider, through the official library, against a local fake of the Stripe endpoints it uses.
+
+The fake answers ``POST /v1/checkout/sessions`` and ``POST /v1/refunds`` as Stripe does, honouring
+``Idempotency-Key`` (a repeated key gets the first answer, and nothing new happens), and records every
+request. Webhooks are signed as Stripe signs them and go through the shop's endpoint.
+"""
+
+import json
+import secrets
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs
+
+import pytest
+from django.conf import settings
+
+from orders.models import Order, Payment, PaymentEvent
+from orders.payments import webhook_sign
+from orders.services import order_pay, order_place, order_refund, payment_event_process
+from tests.conftest import assert_books_balance, stock_of
+
+pytestmark = pytest.mark.django_db
+
+
+class FakeStripe(BaseHTTPRequestHandler):
+    requests: list[dict] = []
+    answers: dict[str, bytes] = {}  # by idempotency key
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        body = parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
+        key = self.headers.get("Idempotency-Key", "")
+        FakeStripe.requests.append(
+            {"path": self.path, "auth": self.headers.get("Authorization"), "key": key, "body": body}
+        )
+        if key not in FakeStripe.answers:
+            FakeStripe.answers[key] = json.dumps(self._create(self.path, body)).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Request-Id", f"req_{secrets.token_hex(6)}")
+        self.end_headers()
+        self.wfile.write(FakeStripe.answers[key])
+
+    def _create(self, path: str, body: dict) -> dict:
+        if path == "/v1/checkout/sessions":
+            session = f"cs_test_{secrets.token_hex(8)}"
+            return {"id": session, "object": "checkout.session", "url": f"https://checkout.stripe.com/c/pay/{session}"}
+        if path == "/v1/refunds":
+            return {"id": f"re_{secrets.token_hex(8)}", "object": "refund", "status": "succeeded"}
+        return {}
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def stripe_api(settings):
+    FakeStripe.requests, FakeStripe.answers = [], {}
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeStripe)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    settings.PAYMENT_PROVIDER = "orders.payments.StripeProvider"
+    settings.STRIPE_API_BASE = f"http://127.0.0.1:{server.server_port}"
+    settings.STRIPE_SECRET_KEY = "sk_test_fake"
+    yield FakeStripe
+    server.shutdown()
+
+
+def stripe_webhook(client, event_type: str, obj: dict) -> int:
+    event = {"id": f"evt_{secrets.token_hex(8)}", "object": "event", "type": event_type, "data": {"object": obj}}
+    payload = json.dumps(event).encode()
+    signature = webhook_sign(payload, secret=settings.STRIPE_WEBHOOK_SECRET)
+    response = client.post(
+        "/payments/stripe/webhook/", payload, content_type="application/json", HTTP_STRIPE_SIGNATURE=signature
+    )
+    payment_event_process(event=PaymentEvent.objects.get(event_id=event["id"]))  # as its task does
+    return response.status_code
+
+
+def paid_through_stripe(client, *, quantity: int, payment_intent: str) -> tuple[Order, Payment]:
+    """An order paid as Stripe tells it: its checkout started, then its signed completion delivered."""
+    order = order_place(email="ann@example.com", items=[{"sku": "MUG", "quantity": quantity}], idempotency_key="k")
+    payment = order_pay(order=order, return_url="https://shop.example.com/")
+    session = {
+        "object": "checkout.session",
+        "id": payment.reference,
+        "payment_status": "paid",
+        "payment_intent": payment_intent,
+    }
+    assert stripe_webhook(client, "checkout.session.completed", session) == 200
+    return Order.objects.get(pk=order.pk), payment
+
+
+def test_paying_creates_one_checkout_session_for_the_total_and_a_second_click_reuses_it(make_product, stripe_api):
+    make_product(sku="MUG", stock=5, price="12.50")
+    order = order_place(email="ann@example.com", items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k")
+
+    payment = order_pay(order=order, return_url="https://shop.example.com/orders/X/")
+    again = order_pay(order=order, return_url="https://shop.example.com/orders/X/")
+
+    assert again == payment and payment.provider == "stripe" and payment.reference.startswith("cs_test_")
+    assert payment.redirect_url == f"https://checkout.stripe.com/c/pay/{payment.reference}"
+    [sent] = stripe_api.requests
+    body = sent["body"]
+    assert sent["path"] == "/v1/checkout/sessions" and sent["auth"] == "Bearer sk_test_fake"
+    assert sent["key"] == f"checkout-{order.number}-1"  # a retried request cannot open a second session
+    assert body["line_items[0][price_data][unit_amount]"] == ["2500"]
+    assert body["line_items[0][price_data][currency]"] == ["eur"]
+    assert body["metadata[order_number]"] == [order.number]
+    assert body["payment_intent_data[metadata][order_number]"] == [order.number]
+    assert body["success_url"] == body["cancel_url"] == ["https://shop.example.com/orders/X/"]
+
+
+def test_a_signed_completion_pays_the_order_and_a_staff_refund_goes_to_stripe_once(
+    client, make_product, stripe_api, staff_user
+):
+    mug = make_product(sku="MUG", stock=5, price="12.50")
+
+    order, payment = paid_through_stripe(client, quantity=2, payment_intent="pi_1")
+    assert order.status == "paid"
+
+    order_refund(order=Order.objects.get(pk=order.pk), restock=False, actor=staff_user)
+    order_refund(order=Order.objects.get(pk=order.pk), restock=False, actor=staff_user)
+    charge = {"object": "charge", "id": "ch_1", "payment_intent": "pi_1", "refunded": True}
+    assert stripe_webhook(client, "charge.refunded", charge) == 200  # Stripe confirms it: nothing changes
+
+    refunds = [r for r in stripe_api.requests if r["path"] == "/v1/refunds"]
+    assert [(r["body"]["payment_intent"], r["key"]) for r in refunds] == [(["pi_1"], f"refund-{payment.reference}")]
+    assert Order.objects.get(pk=order.pk).status == "refunded" and Payment.objects.get().state == "refunded"
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (3, 0)  # sold, not restocked
+    assert_books_balance(mug)
+
+
+def test_a_refund_made_in_stripes_dashboard_refunds_the_order(client, make_product, stripe_api):
+    make_product(sku="MUG", stock=5)
+    order, _ = paid_through_stripe(client, quantity=1, payment_intent="pi_2")
+
+    refunded = {"object": "charge", "id": "ch_2", "payment_intent": "pi_2"}
+    assert stripe_webhook(client, "charge.refunded", refunded) == 200
+
+    assert Order.objects.get(pk=order.pk).status == "refunded" and Payment.objects.get().state == "refunded"
