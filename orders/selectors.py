@@ -138,6 +138,13 @@ def payment_find_pending(*, order: Order) -> Payment | None:
     return order.payments.filter(state=Payment.State.PENDING).last()
 
 
+def payment_find_refunded_late(*, order: Order) -> Payment | None:
+    """A payment of the order that succeeded when the order could no longer be paid, and was refunded."""
+    if order.status == Order.Status.REFUNDED:
+        return None  # the order itself was refunded: said otherwise
+    return order.payments.filter(state=Payment.State.REFUNDED).last()
+
+
 def payment_find_by_reference(*, reference: str, provider: str) -> Payment | None:
     return Payment.objects.select_related("order").filter(reference=reference, provider=provider).first()
 

@@ -15,7 +15,12 @@ from core.db import connection_lost
 from core.errors import DomainError
 from inventory.errors import InsufficientStock, LockTimeout, LockUnavailable
 from orders.errors import IdempotencyConflict
-from orders.selectors import order_find_for_customer, order_list_for_visitor, payment_find_pending
+from orders.selectors import (
+    order_find_for_customer,
+    order_list_for_visitor,
+    payment_find_pending,
+    payment_find_refunded_late,
+)
 from orders.services import order_cancel, order_pay, order_place
 from orders.services.emails import order_link_check
 from orders.throttling import OrderThrottle
@@ -136,7 +141,12 @@ def order_detail(request, number: str):
         request.session[SESSION_ORDERS] = [*request.session.get(SESSION_ORDERS, []), number][-50:]
         return redirect("order-detail", number=number)
     order = _order_for(request, number)
-    return render(request, "orders/order.html", {"order": order, "payment": payment_find_pending(order=order)})
+    context = {
+        "order": order,
+        "payment": payment_find_pending(order=order),
+        "refunded": payment_find_refunded_late(order=order),
+    }
+    return render(request, "orders/order.html", context)
 
 
 @require_POST

@@ -89,7 +89,8 @@ def test_orders_followed_through_their_links_keep_the_schema_and_never_fail(toke
     """Place, then pay, cancel and read the order placed, in random sequences, as its customer."""
     answered = set()
 
-    class Workflow(schema.as_state_machine()):
+    # Refunds are staff's (fuzzed statelessly above): a customer's sequences leave them out.
+    class Workflow(schema.exclude(path_regex="/refund/$").as_state_machine()):
         def get_call_kwargs(self, case):
             return {"headers": {"Authorization": tokens[customer]}}
 

@@ -1,15 +1,18 @@
 """The web checkout with Django's test client (the browser tests drive the same pages in Chromium)."""
 
 import re
+from datetime import timedelta
 
 import pytest
 from django.db import OperationalError
+from django.utils import timezone
 
 from core.db import LOST_CONNECTION
 from inventory.errors import LockTimeout, LockUnavailable
-from orders.models import Order
-from orders.services import order_place
-from tests.conftest import assert_books_balance, stock_of
+from orders.models import Order, Payment
+from orders.payments import local_event
+from orders.services import order_expire, order_place
+from tests.conftest import assert_books_balance, stock_of, webhook_deliver
 
 pytestmark = pytest.mark.django_db
 
@@ -276,6 +279,22 @@ def test_the_local_providers_page_is_gone_when_stripe_is_the_provider(client, mu
     assert client.get(provider_page).status_code == 404
     assert client.post(provider_page, {"outcome": "pay"}).status_code == 404
     assert Order.objects.get().status == "awaiting_payment"
+
+
+def test_a_payment_that_came_after_the_stock_was_gone_shows_as_refunded(client, mug):
+    add_to_cart(client, "MUG", 5)
+    client.post("/checkout/", {"email": "ann@example.com", "idempotency_key": checkout_key(client)})
+    order = Order.objects.get()
+    client.post(f"/orders/{order.number}/pay/")  # at the provider's page...
+    Order.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    order_expire(order=order)  # ...while the reservation runs out
+    order_place(email="bob@example.com", items=[{"sku": "MUG", "quantity": 5}], idempotency_key="bob")
+
+    webhook_deliver(local_event("checkout.session.completed", payment=Payment.objects.get()))
+
+    page = client.get(f"/orders/{order.number}/").content.decode()
+    assert "Expired" in page and "Your payment of 62.50 arrived when this order could no longer be paid" in page
+    assert Payment.objects.get().state == "refunded"
 
 
 def test_orders_are_private(client, mug, customer):
