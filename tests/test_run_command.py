@@ -1,6 +1,8 @@
 """README command 1 (bin/run): brings the shop up, says which mode it is in, serves the catalog."""
 
+import http.cookiejar as http_cookiejar
 import os
+import re
 import shutil
 import signal
 import socket
@@ -9,6 +11,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
@@ -211,3 +215,38 @@ def test_in_embedded_mode_every_process_shares_one_lock_store_and_beat_runs_the_
             timeout=60,
             what="beat's sweep, run by the worker, to expire the order",
         )
+
+
+def test_with_nothing_configured_a_buyer_pays_through_the_local_provider_and_its_webhook(tmp_path, redis_dir):
+    """bin/run needs no Stripe account: the local provider's page takes the payment, the worker sends its
+    signed webhook to the running shop, and the order turns paid (SQLite and the embedded Redis)."""
+    password = "pw-staff-embedded"
+    env = {
+        "SQLITE_PATH": str(tmp_path / "shop.sqlite3"),
+        "EMBEDDED_REDIS_DIR": str(redis_dir),
+        "DEMO_STAFF_PASSWORD": password,
+    }
+    with running_shop(env) as (output, url, _):
+        assert "Mode: embedded" in output
+        token = http("POST", f"{url}/api/auth/token/", body={"username": "staff", "password": password})[1]["token"]
+        order = {"items": [{"sku": "MUG-LOGO", "quantity": 1}]}
+        number = http("POST", f"{url}/api/orders/", token=token, body=order, key="pay-locally")[1]["number"]
+        payment = http("POST", f"{url}/api/orders/{number}/pay/", token=token)[1]
+        assert payment["state"] == "pending" and payment["redirect_url"].startswith("/payments/local/cs_local_")
+
+        browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http_cookiejar.CookieJar()))
+        page_url = url + payment["redirect_url"]
+        page = browser.open(page_url, timeout=30).read().decode()
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+        form = urllib.parse.urlencode({"csrfmiddlewaretoken": csrf, "outcome": "pay"}).encode()
+        try:  # "Pay": back to the order page, which only the buyer's own browser may see (404 here)
+            browser.open(urllib.request.Request(page_url, data=form, headers={"Referer": page_url}), timeout=30)
+        except urllib.error.HTTPError as error:
+            assert error.code == 404, error
+
+        wait_for(
+            lambda: http("GET", f"{url}/api/orders/{number}/", token=token)[1]["status"] == "paid",
+            timeout=60,
+            what="the worker to deliver the local provider's webhook and apply it",
+        )
+        assert http("POST", f"{url}/api/orders/{number}/pay/", token=token)[1]["state"] == "captured"
