@@ -119,10 +119,13 @@ class LocalProvider:
         return Checkout(reference=reference, redirect_url=reverse("local-checkout", args=[reference]))
 
     def refund(self, *, payment) -> None:
+        self.webhook_send("charge.refunded", payment=payment)
+
+    def webhook_send(self, event_type: str, *, payment) -> None:
+        """Have a task send Stripe's ``event_type`` event about ``payment`` to ``LOCAL_PAYMENTS_WEBHOOK_URL``."""
         # Enqueued by name: orders.tasks imports this module.
         current_app.send_task(
-            LOCAL_WEBHOOK_SEND,
-            args=[local_event("charge.refunded", payment=payment), settings.LOCAL_PAYMENTS_WEBHOOK_URL],
+            LOCAL_WEBHOOK_SEND, args=[local_event(event_type, payment=payment), settings.LOCAL_PAYMENTS_WEBHOOK_URL]
         )
 
 

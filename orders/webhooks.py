@@ -2,17 +2,15 @@
 
 import logging
 
-from django.conf import settings
 from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST
 
-from orders.payments import WebhookRefused, local_event, webhook_event_verify
+from orders.payments import LocalProvider, WebhookRefused, payment_provider, webhook_event_verify
 from orders.selectors import payment_find_by_reference
 from orders.services import payment_event_receive
-from orders.tasks import local_webhook_send
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +35,8 @@ def stripe_webhook(request):
 @require_http_methods(["GET", "POST"])
 def local_checkout(request, reference: str):
     """The local provider's payment page: pay or decline. Its webhook arrives later, from a task."""
-    if not settings.PAYMENT_PROVIDER.endswith(".LocalProvider"):
+    provider = payment_provider()
+    if provider.name != LocalProvider.name:
         raise Http404("The local payment provider is off.")
     payment = payment_find_by_reference(reference=reference, provider="local")
     if payment is None:
@@ -47,6 +46,6 @@ def local_checkout(request, reference: str):
         outcome = LOCAL_OUTCOMES.get(request.POST.get("outcome", ""))
         if outcome is None or payment.state != payment.State.PENDING:
             return redirect(order_url)
-        local_webhook_send.delay(local_event(outcome, payment=payment), settings.LOCAL_PAYMENTS_WEBHOOK_URL)
+        provider.webhook_send(outcome, payment=payment)
         return redirect(order_url)
     return render(request, "payments/local_checkout.html", {"payment": payment, "order_url": order_url})

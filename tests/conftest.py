@@ -16,7 +16,7 @@ from inventory.locks import soldout
 from inventory.models import Stock, StockMovement
 from inventory.services import stock_restock
 from orders.models import Order, Payment, PaymentEvent
-from orders.payments import LOCAL_WEBHOOK_SEND, local_event, webhook_sign
+from orders.payments import LOCAL_WEBHOOK_SEND, LocalProvider, local_event, webhook_sign
 from orders.services import order_pay, payment_event_process, payment_event_receive
 from orders.webhooks import LOCAL_OUTCOMES
 from shop.models import Product
@@ -136,17 +136,15 @@ def local_webhooks(monkeypatch) -> list[int]:
     HTTP (the browser and worker tests send them for real); the endpoint's answers, in order."""
     answers = []
 
-    class SendNow:
-        @staticmethod
-        def delay(event: dict, url: str) -> None:
-            payload = json.dumps(event).encode()
-            signature = webhook_sign(payload, secret=settings.STRIPE_WEBHOOK_SECRET)
-            response = Client().post(
-                "/payments/stripe/webhook/", payload, content_type="application/json", HTTP_STRIPE_SIGNATURE=signature
-            )
-            answers.append(response.status_code)
+    def send_now(provider, event_type: str, *, payment) -> None:
+        payload = json.dumps(local_event(event_type, payment=payment)).encode()
+        signature = webhook_sign(payload, secret=settings.STRIPE_WEBHOOK_SECRET)
+        response = Client().post(
+            "/payments/stripe/webhook/", payload, content_type="application/json", HTTP_STRIPE_SIGNATURE=signature
+        )
+        answers.append(response.status_code)
 
-    monkeypatch.setattr("orders.webhooks.local_webhook_send", SendNow)
+    monkeypatch.setattr(LocalProvider, "webhook_send", send_now)
     return answers
 
 

@@ -68,7 +68,8 @@ def order_email_list_due(*, since: timedelta, limit: int = 500) -> list[tuple[Or
     ]
     due = []
     for orders, kind in wanted:
-        due += [(order, kind) for order in _due(orders, kind).select_related("customer").order_by("pk")[:limit]]
+        due_now = _due(orders, kind).select_related("customer").prefetch_related("lines__product").order_by("pk")
+        due += [(order, kind) for order in due_now[:limit]]
     return due[:limit]
 
 

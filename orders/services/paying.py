@@ -45,8 +45,8 @@ def order_pay(*, order: Order, return_url: str) -> Payment:
         if pending := order.payments.filter(state=Payment.State.PENDING).last():
             return pending  # a second click: the same checkout
         attempt = Payment.all_objects.filter(order=order).count() + 1
-    provider = payment_provider()
-    checkout = provider.checkout_start(order=order, attempt=attempt, amount=order.total, return_url=return_url)
+    provider, amount = payment_provider(), order.total  # the total sums the lines: read once
+    checkout = provider.checkout_start(order=order, attempt=attempt, amount=amount, return_url=return_url)
     try:
         with transaction.atomic():
             return Payment.objects.create(
@@ -55,7 +55,7 @@ def order_pay(*, order: Order, return_url: str) -> Payment:
                 attempt=attempt,
                 reference=checkout.reference,
                 redirect_url=checkout.redirect_url,
-                amount=order.total,
+                amount=amount,
             )
     except IntegrityError:
         return Payment.objects.get(order=order, attempt=attempt)  # a concurrent click stored the same checkout

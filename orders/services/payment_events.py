@@ -77,13 +77,13 @@ def _payment_of(obj: dict) -> Payment | None:
     return None
 
 
-def _completed(payment: Payment, session: dict) -> None:
-    if session.get("payment_status") == "paid":  # else a delayed method: async_payment_* tells the outcome
-        payment_succeeded(payment=payment, provider_payment=str(session.get("payment_intent") or ""))
-
-
 def _succeeded(payment: Payment, session: dict) -> None:
     payment_succeeded(payment=payment, provider_payment=str(session.get("payment_intent") or ""))
+
+
+def _completed(payment: Payment, session: dict) -> None:
+    if session.get("payment_status") == "paid":  # else a delayed method: async_payment_* tells the outcome
+        _succeeded(payment, session)
 
 
 def _failed(payment: Payment, _obj: dict) -> None:
