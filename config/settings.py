@@ -48,6 +48,7 @@ LOCAL_APPS = [
     "shop",
     "inventory",
     "orders",
+    "demo",
 ]
 INSTALLED_APPS = DJANGO_APPS + THIRD_PARTY_APPS + LOCAL_APPS
 

@@ -8,9 +8,8 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.utils import timezone
 
-from inventory.models import Stock, StockMovement
+from inventory.models import StockMovement
 from orders.models import Order
-from orders.oversell_demo import oversell_experiment_run
 from orders.services import order_place, order_release_expired
 from orders.tasks import reconcile_stock
 from tests.conftest import assert_books_balance, stock_of
@@ -164,44 +163,3 @@ def test_reconcile_reports_a_deleted_final_order_holding_stock_and_fix_settles_i
     assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (10, 0)
     assert StockMovement.objects.filter(order=order, kind="release").count() == 1
     assert_books_balance(mug)
-
-
-# --- oversell_demo --------------------------------------------------------------------------------
-
-
-@pytest.mark.django_db(transaction=True)
-def test_oversell_demo_shows_the_seed_designs_overselling_and_the_service_never():
-    output = run("oversell_demo", "--strategy", "all", "--workers", "6", "--stock", "10", "--pause-ms", "20")
-    verdicts = {line.split()[0]: line.split()[-1] for line in output.splitlines()[2:]}
-
-    assert verdicts == {
-        "naive": "WRONG",
-        "mutex": "WRONG",
-        "optimistic": "correct",
-        "pessimistic": "correct",
-        "seed_redis_lock": "WRONG",
-        "service": "correct",
-    }
-
-
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("strategy", ["naive", "seed_redis_lock"])
-def test_the_seed_designs_sell_more_than_they_have_or_lose_updates(strategy):
-    result = oversell_experiment_run(strategy=strategy, workers=6, stock=10, attempts=30, pause=0.02)
-    assert result.oversold > 0 or result.lost_updates > 0
-
-
-@pytest.mark.django_db(transaction=True)
-def test_the_service_sells_exactly_its_stock():
-    result = oversell_experiment_run(strategy="service", workers=8, stock=10, attempts=40, pause=0.02)
-    assert (result.units_sold, result.final_stock, result.oversold, result.lost_updates) == (10, 0, 0, 0)
-    assert not Stock.objects.filter(product__sku__startswith="OVERSELL-DEMO", reserved__gt=0).exists()
-
-
-@pytest.mark.parametrize(
-    "args",
-    [["--workers", "0"], ["--stock", "-5"], ["--strategy", "bogus"], ["--attempts", "x"], ["--pause-ms", "9999"]],
-)
-def test_oversell_demo_refuses_bad_arguments(args):
-    with pytest.raises(CommandError):
-        run("oversell_demo", *args)

@@ -16,8 +16,9 @@ from django.db import connections, transaction
 from django.db.models import F
 
 from core.errors import DomainError
+from demo.models import OversellDemoGoods
 from inventory.locks import sku_locks
-from inventory.models import OversellDemoGoods, Stock
+from inventory.models import Stock
 from inventory.services import stock_restock
 from orders.models import Order
 from orders.services import order_cancel, order_place

@@ -5,7 +5,7 @@ from django.db import connection
 from tqdm import tqdm
 
 from core.commands import int_between
-from orders.oversell_demo import STRATEGIES, oversell_experiment_run
+from demo.oversell import STRATEGIES, oversell_experiment_run
 
 
 class Command(BaseCommand):
