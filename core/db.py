@@ -4,13 +4,17 @@ The error numbers are named here and nowhere else; code asks ``is_duplicate_key`
 or ``retry_on_deadlock`` instead of comparing numbers itself.
 """
 
+import datetime
+import functools
 import logging
 import time
+from collections.abc import Callable
+from types import MappingProxyType
+from typing import Any, NamedTuple, NoReturn
 
+from django.core.exceptions import FieldDoesNotExist
 from django.db import IntegrityError, InterfaceError, OperationalError, connections, models, router
 from django.utils import timezone
-
-from core.models import BaseModel
 
 logger = logging.getLogger(__name__)
 
@@ -75,13 +79,71 @@ def retry_on_deadlock(func, *, attempts: int = 3):
             time.sleep(0.05 * attempt)
 
 
+class MissingColumns(TypeError):
+    """Rows for ``bulk_insert`` leave out fields that have no default: a programming error, raised before any SQL."""
+
+    def __init__(self, model: type[models.Model], fields: list[str], row: int):
+        self.model, self.fields, self.row = model, fields, row
+        super().__init__(
+            f"{model._meta.label} rows leave out fields without a default: {', '.join(fields)} (row {row});"
+            " give them in every row"
+        )
+
+
+class _Columns(NamedTuple):
+    """How ``insert_returning`` fills one model's rows: worked out once per model (``_columns``)."""
+
+    fields: tuple[models.Field, ...]  # every column the INSERT names, in the model's order
+    fixed: MappingProxyType  # attname: what a row that leaves it out gets, the same for every row
+    stamped: tuple[str, ...]  # attnames a row that leaves them out gets the statement's time in
+    per_row: tuple[tuple[str, Callable[[], Any]], ...]  # attname, its callable default: called per row
+
+
+@functools.cache
+def _columns(model: type[models.Model]) -> _Columns:
+    """A field with none of these defaults must be in every row (so must one with only a ``db_default``:
+    the INSERT names every column)."""
+    fields, fixed, stamped, per_row = [], {}, [], []
+    for field in model._meta.concrete_fields:
+        if field.db_returning or getattr(field, "generated", False):
+            continue  # the auto-increment id (RETURNING gives it), or a column the database computes
+        fields.append(field)
+        if isinstance(field, models.DateTimeField) and (
+            field.auto_now or field.auto_now_add or field.default is timezone.now
+        ):
+            stamped.append(field.attname)
+        elif isinstance(field, models.DateField) and (field.auto_now or field.auto_now_add):
+            per_row.append((field.attname, datetime.date.today))  # as the model's save() does
+        elif field.has_default():
+            if callable(field.default):
+                per_row.append((field.attname, field.get_default))
+            else:
+                fixed[field.attname] = field.get_default()
+        elif field.null:
+            fixed[field.attname] = None
+        elif field.blank and field.empty_strings_allowed:
+            fixed[field.attname] = ""
+    return _Columns(tuple(fields), MappingProxyType(fixed), tuple(stamped), tuple(per_row))
+
+
+def insert_defaults(model: type[models.Model]) -> MappingProxyType:
+    """What ``bulk_insert`` gives the fields a row leaves out, for those whose value is the same for every row.
+
+    For rebuilding an inserted row elsewhere without a query (a queued buyer rebuilds what its lock
+    holder inserted): ``from_row(model, insert_defaults(model) | row | {"id": ...})``. Timestamps and
+    callable defaults are not in it: take them from the inserted row.
+    """
+    return _columns(model).fixed
+
+
 def bulk_insert(model: type[models.Model], rows: list[dict]) -> list[dict]:
-    """Insert ``rows`` (attname: value) in one statement; return them with ``id`` and timestamps filled in.
+    """Insert ``rows`` (attname: value) in one statement; return them as stored, with ``id`` and defaults.
 
     ``bulk_create`` builds and prepares a model instance per row: for a batch of queued orders on the
-    hot path that costs more than the database does (see bench/reserve.py). Every row must name the
-    same fields; soft-delete and timestamp columns get their defaults here. Build instances from the
-    returned rows with ``from_row``. Uses INSERT ... RETURNING (MariaDB 10.5+, SQLite: ``core.checks``).
+    hot path that costs more than the database does (see bench/reserve.py). Like ``bulk_create``, it
+    fills the fields a row leaves out (``insert_returning`` says how), so a row gives only what its
+    caller decides. Build instances from the returned rows with ``from_row``. Uses INSERT ... RETURNING
+    (MariaDB 10.5+, SQLite: ``core.checks``).
     """
     if not rows:
         return []
@@ -93,16 +155,27 @@ def bulk_insert(model: type[models.Model], rows: list[dict]) -> list[dict]:
 def insert_returning(model: type[models.Model], rows: list[dict]) -> tuple[str, list, list[dict]]:
     """``bulk_insert``'s statement, for a caller that sends it with others (``statements_run``).
 
-    Returns the SQL (an INSERT ... RETURNING id), its parameters and the rows with their defaults
-    filled in; the statement's result rows are their ids, in order.
+    Returns the SQL (an INSERT of every column but the id, RETURNING the id), its parameters and the
+    rows with their defaults filled in; the statement's result rows are their ids, in order.
+
+    A field a row leaves out gets its default (``get_default()``; a callable one is called per row),
+    or None if it may be null, or "" if it is text that may be blank. Timestamps (``auto_now``,
+    ``auto_now_add``, ``default=timezone.now``) are the statement's one instant, so rows inserted
+    together share them. A row's own value always wins. A field that has none of these must be in
+    every row: ``MissingColumns`` names what a row leaves out, before any SQL; a name that is no
+    column is ``FieldDoesNotExist``.
     """
+    columns = _columns(model)
+    fields = columns.fields
+    base = columns.fixed | dict.fromkeys(columns.stamped, timezone.now())
+    filled = [base | row for row in rows]
+    for attname, make in columns.per_row:
+        for row in filled:
+            if attname not in row:
+                row[attname] = make()
+    if any(len(row) != len(fields) for row in filled):
+        _refuse(model, columns, filled)
     connection = connections[router.db_for_write(model)]
-    now = timezone.now()
-    defaults = {"created_at": now, "updated_at": now}
-    if issubclass(model, BaseModel):
-        defaults |= {"is_deleted": False, "deleted_at": None}
-    rows = [defaults | row for row in rows]
-    fields = [model._meta.get_field(name) for name in rows[0]]
     prepared = {}  # a batch shares its timestamps and prices: adapt each distinct one once
 
     def prepare(field, value):
@@ -113,13 +186,28 @@ def insert_returning(model: type[models.Model], rows: list[dict]) -> tuple[str, 
             prepared[key] = field.get_db_prep_save(value, connection)
         return prepared[key]
 
+    try:
+        params = [prepare(field, row[field.attname]) for row in filled for field in fields]
+    except KeyError:  # a row left a field out and named one that is no column
+        _refuse(model, columns, filled)
     quote = connection.ops.quote_name
     placeholder = f"({', '.join(['%s'] * len(fields))})"
     sql = (
         f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(field.column) for field in fields)}) "
-        f"VALUES {', '.join([placeholder] * len(rows))} RETURNING {quote(model._meta.pk.column)}"
+        f"VALUES {', '.join([placeholder] * len(filled))} RETURNING {quote(model._meta.pk.column)}"
     )
-    return sql, [prepare(field, row[field.attname]) for row in rows for field in fields], rows
+    return sql, params, filled
+
+
+def _refuse(model: type[models.Model], columns: _Columns, rows: list[dict]) -> NoReturn:
+    """Raise for the first row that leaves out a field that has no default, or names no column."""
+    names = [field.attname for field in columns.fields]
+    for index, row in enumerate(rows):
+        if missing := [name for name in names if name not in row]:
+            raise MissingColumns(model, missing, index)
+        if unknown := sorted(row.keys() - set(names)):
+            raise FieldDoesNotExist(f"{model._meta.label} has no column for {', '.join(unknown)} (row {index})")
+    raise AssertionError("every row names every column")
 
 
 def statements_run(using: str, statements: list[tuple[str, list]]) -> list:

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import IntegrityError
 from django.db.models import F, Sum
 
-from core.db import from_row
+from core.db import from_row, insert_defaults
 from core.errors import InvalidInput, InvalidQuantity
 from inventory import sql
 from inventory.batching import Batch, Demand, stock_section_batched
@@ -95,13 +95,12 @@ def stock_reservations_create(*, lines: list[ReservationLine], expires_at: datet
 
 
 def _reservation_row(line: ReservationLine, expires_at: datetime) -> dict:
+    """What a new reservation is given; the insert fills the rest (active, no release reason, timestamps)."""
     return {
         "order_line_id": line.line_id,
         "product_id": line.product_id,
         "quantity": line.quantity,
-        "state": Reservation.State.ACTIVE.value,
         "expires_at": expires_at,
-        "release_reason": "",
     }
 
 
@@ -174,7 +173,8 @@ def stock_reserve(*, order, expires_at: datetime) -> list[Reservation]:
     return [
         from_row(
             Reservation,
-            _reservation_row(line, expires_at)
+            insert_defaults(Reservation)
+            | _reservation_row(line, expires_at)
             | {"id": pk, "created_at": reserved.created_at, "updated_at": reserved.created_at},
         )
         for pk, line in zip(reserved.ids, lines, strict=True)

@@ -1,12 +1,18 @@
-"""The hot path's plain-SQL helpers: ``statements_run`` sends several statements in one round trip."""
+"""The hot path's plain-SQL helpers: ``statements_run`` sends several statements in one round trip;
+``bulk_insert`` fills the defaults a row leaves out, or refuses naming the columns it cannot fill."""
+
+from datetime import timedelta
 
 import pytest
+from django.core.exceptions import FieldDoesNotExist
 from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from core.checks import database_returns_inserted_ids
-from core.db import insert_returning, statements_run
+from core.db import MissingColumns, bulk_insert, insert_returning, statements_run
 from inventory.models import Stock
+from orders.models import Order
 from shop.models import Product
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -64,3 +70,52 @@ def test_a_database_that_cannot_return_inserted_ids_fails_the_system_check(monke
     monkeypatch.setattr(type(connection.features), "can_return_rows_from_bulk_insert", False)  # MySQL, not MariaDB
 
     assert [error.id for error in database_returns_inserted_ids(databases=["default"])] == ["core.E001"]
+
+
+def _order_row(key: str) -> dict:
+    """Only what an order must be given: every other field has a default, may be null or may be blank."""
+    return {
+        "buyer": f"email:{key}@example.com",
+        "expires_at": timezone.now() + timedelta(minutes=15),
+        "idempotency_key": key,
+        "idempotency_key_hash": key,
+        "idempotency_scope": f"email:{key}@example.com",
+        "request_fingerprint": key,
+    }
+
+
+def test_fields_a_row_leaves_out_get_their_defaults():
+    stored = bulk_insert(Order, [_order_row("first"), _order_row("second") | {"status": Order.Status.PAID.value}])
+
+    first, second = (Order.all_objects.get(pk=row["id"]) for row in stored)
+    assert (first.status, second.status) == (Order.Status.AWAITING_PAYMENT, Order.Status.PAID)  # a default; given
+    assert (first.payment_reference, first.email, first.client_address) == ("", "", "")  # blank
+    assert (first.paid_at, first.customer_id, first.sweep_lease_until) == (None, None, None)  # null
+    assert (first.is_deleted, first.deleted_at) == (False, None)
+    assert len({first.number, second.number}) == 2 and len(first.number) == 10  # a callable default: per row
+    assert first.created_at == first.updated_at == second.created_at  # one instant per statement
+    assert {key: stored[0][key] for key in ("number", "status", "paid_at")} == {
+        "number": first.number,
+        "status": "awaiting_payment",
+        "paid_at": None,
+    }  # the rows come back as stored
+
+
+def test_a_row_missing_fields_without_defaults_is_refused_naming_them_before_any_sql():
+    incomplete = {key: value for key, value in _order_row("k").items() if key not in ("buyer", "expires_at")}
+
+    with CaptureQueriesContext(connection) as queries, pytest.raises(MissingColumns) as refused:
+        bulk_insert(Order, [_order_row("complete"), incomplete])
+
+    assert str(refused.value) == (
+        "orders.Order rows leave out fields without a default: buyer, expires_at (row 1); give them in every row"
+    )
+    assert (refused.value.model, refused.value.fields) == (Order, ["buyer", "expires_at"])
+    assert len(queries) == 0 and not Order.all_objects.exists()
+
+
+def test_a_row_naming_no_column_is_refused_before_any_sql():
+    with CaptureQueriesContext(connection) as queries, pytest.raises(FieldDoesNotExist, match=r"customer \(row 0\)"):
+        bulk_insert(Order, [_order_row("k") | {"customer": None}])  # the attname is customer_id
+
+    assert len(queries) == 0
