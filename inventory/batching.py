@@ -82,7 +82,7 @@ class StockPlan:
         """Reserve the units taken with one guarded UPDATE per product. False if an assumed take was
         not covered (nothing was reserved); a refusal of counts read under the lock raises."""
         for product_id, quantity in self.totals().items():
-            units = sql.stock_reserve(product_id=product_id, quantity=quantity)
+            units = sql.reserved_add_if_free(product_id=product_id, quantity=quantity)
             if units is None:
                 return self.refused(product_id, quantity)
             self.left(product_id, units)

@@ -18,15 +18,15 @@ from inventory.errors import StockInvariantBroken
 from inventory.models import Reservation, Stock, StockMovement
 
 
-def stock_reserve(*, product_id: int, quantity: int) -> int | None:
-    """Reserve ``quantity`` more units of a product, only if that many are free: the database's guard.
+def reserved_add_if_free(*, product_id: int, quantity: int) -> int | None:
+    """Add ``quantity`` to a product's reserved units, only if that many are free: the database's guard.
 
     The units left free then (read in the same round trip), or None if too few were free: nothing reserved.
     """
     reserved, left = statements_run(
         connection.alias,
         [
-            _reserve_statement(product_id=product_id, quantity=quantity),
+            _reserved_add_statement(product_id=product_id, quantity=quantity),
             select_in_statement(Stock, "on_hand - reserved", product_id=[product_id]),
         ],
     )
@@ -83,7 +83,7 @@ def reservations_insert_if_free(*, rows: list[dict], product_id: int, quantity: 
     """
     savepoint = "reservations_insert_if_free"
     inserts, rows = _reservations_statements(rows)
-    update = _reserve_statement(product_id=product_id, quantity=quantity)
+    update = _reserved_add_statement(product_id=product_id, quantity=quantity)
     left = select_in_statement(Stock, "on_hand - reserved", product_id=[product_id])
     _, ids, recorded, reserved, free = statements_run(
         connection.alias, [(f"SAVEPOINT {savepoint}", []), *inserts, update, left]
@@ -100,7 +100,7 @@ def reservations_insert_if_free(*, rows: list[dict], product_id: int, quantity: 
     return ReservedIfFree(None, max(free[0][0], 0) if free else 0)
 
 
-def _reserve_statement(*, product_id: int, quantity: int) -> tuple[str, list]:
+def _reserved_add_statement(*, product_id: int, quantity: int) -> tuple[str, list]:
     stock = _table_of(Stock)
     sql = (
         f"UPDATE {stock} SET reserved = reserved + %s, version = version + 1, updated_at = %s"

@@ -20,6 +20,7 @@ from redis.exceptions import LockNotOwnedError, NoScriptError
 from redis.lock import Lock
 
 from inventory.locks import wire
+from inventory.locks.wire import LockState
 
 logger = logging.getLogger(__package__)  # one logger for the package: inventory.locks
 
@@ -114,7 +115,7 @@ class QueuedLock(Lock):
         wake = wire.wake_key(self.name, token)
         request, kind = (kind + request if request else b""), (kind if serve else b"")
         deadline = time.monotonic() + wait
-        entry, state, taken = b"", 0, []
+        entry, state, taken = b"", LockState.WAITING, []
         quiet = True  # the first try skips the script's reply: its wake-up message tells the outcome
         self.served, self.served_result, self.sold_out = False, None, False
         sold_out = b"1" if refuse_sold_out else b""
@@ -127,6 +128,7 @@ class QueuedLock(Lock):
                 args = [token, ttl_ms, self._ms(wait), entry, claim_ms, request, signal, kind, serve, sold_out]
                 if remaining <= 0:
                     state, entry, *taken = self.lua_acquire(keys=[self.name, self._queue], args=args, client=self.redis)
+                    state = LockState(state)
                     break
                 timeout = max(min(poll, remaining), 0.001)
                 if quiet:
@@ -135,9 +137,10 @@ class QueuedLock(Lock):
                     message = self._acquire_quietly_and_wait(connection, args, wake, timeout)
                 else:
                     (state, entry, *taken), message = self._acquire_and_wait(args, wake, timeout)
+                    state = LockState(state)
                 message_kind = message[:1]  # b"" if no message came before the timeout
                 if message_kind == wire.LOCKED:
-                    state, (entry, *taken) = 1, wire.locked_decode(message)
+                    state, (entry, *taken) = LockState.HELD, wire.locked_decode(message)
                 elif message_kind == wire.HANDED_OVER:
                     queued, entry = wire.handed_over_decode(message)
                     serve = min(serve, max(queued, serve_at_least))
@@ -145,17 +148,19 @@ class QueuedLock(Lock):
                     self.served, self.served_result = True, wire.answered_decode(message)
                     return False
                 elif message_kind == wire.SOLD_OUT:
-                    state, entry = 3, b""
-                if state in (1, 3) or deadline <= time.monotonic():
+                    state, entry = LockState.SOLD_OUT, b""
+                if state in (LockState.HELD, LockState.SOLD_OUT) or deadline <= time.monotonic():
                     break
-            if not state and entry:
-                state = self.lua_abandon(
-                    keys=[self.name, self._queue], args=[token, entry, ttl_ms, 1, claim_ms], client=self.redis
+            if state == LockState.WAITING and entry:
+                state = LockState(
+                    self.lua_abandon(
+                        keys=[self.name, self._queue], args=[token, entry, ttl_ms, 1, claim_ms], client=self.redis
+                    )
                 )
-            if state == 2:
+            if state == LockState.SERVED:
                 self.served, self.served_result = True, self._await_answer(wake)
                 return False
-            if state == 3:
+            if state == LockState.SOLD_OUT:
                 self.sold_out = True
                 return False
         except redis.RedisError:
@@ -176,14 +181,14 @@ class QueuedLock(Lock):
                 )
             raise
         finally:
-            if entry and state != 1 and not self.served:
+            if entry and state != LockState.HELD and not self.served:
                 # We queued and gave up: drop our wake-up and request. (After a hand-off or an answer
                 # nothing is left but a served mark, which expires by itself: one call saved per buyer.)
                 self.redis.delete(wake, wire.request_key(self.name, token))
-        if state == 1:
+        if state == LockState.HELD:
             self.local.token = token
             self.taken = list(zip(taken[::2], taken[1::2], strict=True))
-        return state == 1
+        return state == LockState.HELD
 
     def _acquire_and_wait(self, args: list, wake: str, timeout: float) -> tuple[list, bytes]:
         """The acquire script, then BLPOP on our wake-up list, in one round trip: its result and our message.
@@ -252,13 +257,15 @@ class QueuedLock(Lock):
         nothing changed (the error stands). "unknown": Redis cannot say, so neither can we.
         """
         try:
-            state = self.lua_abandon(
-                keys=[self.name, self._queue], args=[token, entry, ttl_ms, 0, claim_ms], client=self.redis
+            state = LockState(
+                self.lua_abandon(
+                    keys=[self.name, self._queue], args=[token, entry, ttl_ms, 0, claim_ms], client=self.redis
+                )
             )
         except redis.RedisError as exc:
             logger.error("lock service failed while %s's request was queued; its outcome is unknown: %s", self.sku, exc)
             return "unknown"
-        return "taken" if state == 2 else "untaken"
+        return "taken" if state == LockState.SERVED else "untaken"
 
     def _await_answer(self, wake: str) -> bytes | None:
         """The holder took our request: its answer comes after its commit, while its lease lasts (a TTL).

@@ -23,12 +23,16 @@ Wake-up messages. Pushed to a waiter's wake-up list; the first byte says what ha
     S                       ``SOLD_OUT``: the lock's sold-out mark is set; we did not queue (the
                             acquire script wakes us itself).
 
+Lock states. The acquire and abandon scripts answer where a waiter stands with a number, which
+``LockState`` names for the Python side.
+
 Requests and answers. A queued buyer leaves its request in Redis and the lock holder leaves its answer
 there. Both are JSON decoded against an explicit type (msgspec), so whatever anyone writes into Redis
 is only ever data: a value that does not fit its type is refused (``Malformed``), never run, as an
 unpickled one would be.
 """
 
+from enum import IntEnum
 from typing import Any
 
 import msgspec
@@ -85,6 +89,21 @@ def handed_over_decode(message: bytes) -> tuple[int, bytes]:
 def answered_decode(message: bytes) -> bytes:
     """An ``ANSWERED`` message's answer (``answer_decode`` reads it)."""
     return message[1:]
+
+
+# --- Lock states -----------------------------------------------------------------------------------
+
+
+class LockState(IntEnum):
+    """Where a waiter stands, as ``acquire.lua`` (the first item of its result) and ``abandon.lua`` answer.
+
+    The scripts keep the numbers; Python compares only these names.
+    """
+
+    WAITING = 0  # queued for the lock (abandon: left the queue, holding nothing)
+    HELD = 1  # we hold the lock
+    SERVED = 2  # a holder took our request to serve it: its answer is coming
+    SOLD_OUT = 3  # not queued: the SKU is marked sold out (acquire with ``refuse_sold_out``)
 
 
 # --- Requests and answers --------------------------------------------------------------------------

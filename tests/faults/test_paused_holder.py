@@ -28,7 +28,7 @@ ORDER = {"email": "buyer@example.com", "items": [{"sku": "MUG", "quantity": 1}],
 def _buy_and_freeze_before_writing(out):
     """Place ``ORDER``, stalling inside the section; put on ``out`` what its guarded writes returned and
     the order number it was told (or the error)."""
-    write, writes = inventory.sql.stock_reserve, []
+    write, writes = inventory.sql.reserved_add_if_free, []
 
     def freeze_then_write(*, product_id, quantity):
         # The units are there as we set out to take one; we stall, holding the lock, until SIGCONT.
@@ -36,7 +36,7 @@ def _buy_and_freeze_before_writing(out):
         writes.append(write(product_id=product_id, quantity=quantity))
         return writes[-1]
 
-    inventory.sql.stock_reserve = freeze_then_write
+    inventory.sql.reserved_add_if_free = freeze_then_write
     try:
         told = order_place(**ORDER).number
     except Exception as exc:  # no order: what it was told instead

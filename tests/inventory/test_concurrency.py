@@ -120,14 +120,14 @@ def test_the_lock_is_still_held_when_the_transaction_commits(make_product, monke
 
 def _reserve_with_a_stall(stall_seconds):
     """Take the lock with the stock there, then stall past the lock's TTL before the guarded UPDATE."""
-    write = inventory.sql.stock_reserve
+    write = inventory.sql.reserved_add_if_free
 
     def slow_write(*, product_id, quantity):
         wait_for_peers()  # the rival starts now, while we hold a lock that is about to expire
         time.sleep(stall_seconds)
         return write(product_id=product_id, quantity=quantity)
 
-    inventory.sql.stock_reserve = slow_write
+    inventory.sql.reserved_add_if_free = slow_write
     records = []
     handler = logging.Handler()
     handler.emit = records.append
@@ -188,7 +188,7 @@ def _sell3_buy(quantity, pause):
 def _service_buy(key, quantity, pause, pauses):
     """The service, given the same pause at the same point: after its stock decision (the guarded
     UPDATE), before its commit. Each pause is recorded as a line in ``pauses``."""
-    reserve = inventory.sql.stock_reserve
+    reserve = inventory.sql.reserved_add_if_free
 
     def reserve_then_pause(**kwargs):
         reserved = reserve(**kwargs)
@@ -197,7 +197,7 @@ def _service_buy(key, quantity, pause, pauses):
         time.sleep(pause)  # still inside the lock: rivals wait instead of reading stale rows
         return reserved
 
-    inventory.sql.stock_reserve = reserve_then_pause
+    inventory.sql.reserved_add_if_free = reserve_then_pause
     wait_for_peers()
     return _place([{"sku": "MUG", "quantity": quantity}], key)["outcome"] == "placed"
 

@@ -1,3 +1,6 @@
+-- The state it returns (a number) is inventory.locks.wire.LockState in Python: 0 WAITING, 1 HELD,
+-- 2 SERVED, 3 SOLD_OUT. Keep the numbers in step with it.
+--
 -- abandon.lua: leave the queue (we gave up, were interrupted, or Redis failed us while queued), and
 -- keep or pass on a lock handed to us meanwhile.
 --

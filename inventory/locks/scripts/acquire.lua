@@ -1,3 +1,6 @@
+-- The state it returns (a number) is inventory.locks.wire.LockState in Python: 0 WAITING, 1 HELD,
+-- 2 SERVED, 3 SOLD_OUT. Keep the numbers in step with it.
+--
 -- acquire.lua: take the lock, or queue for it first come first served, or learn that a holder took
 -- our request to serve it. Run again by a waiter on each wake-up, with the entry it queued with.
 --
