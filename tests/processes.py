@@ -2,14 +2,17 @@
 
 Each child gets an environment pointing at the test database and the test Redis, so what it does is
 visible to the test, and runs in its own process group so that a test can kill it and its children.
+The soak (``bench/soak/``) starts its processes and its Redis server with these helpers too.
 """
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -55,6 +58,14 @@ def stop(proc: subprocess.Popen, sig=signal.SIGTERM) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, sig)
         proc.wait(30)
+
+
+def process_state(pid: int) -> str:
+    """The kernel's one-letter state of a process (``T``: stopped), or ``gone``."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
 
 
 @contextmanager
@@ -107,11 +118,16 @@ def http(method: str, url: str, *, token: str = "", body=None, key: str = "", ti
 
 
 class RedisServer:
-    """A private redis-server on its own port, so a test can stop and restart it like an outage."""
+    """A private redis-server on its own port with no persistence, so a test (or the soak) can kill and
+    restart it like an outage without touching anyone else's Redis.
 
-    def __init__(self, workdir: Path):
+    With no ``workdir`` it makes a temporary one, removed by ``close()``.
+    """
+
+    def __init__(self, workdir: Path | None = None):
         self.port = free_port()
-        self.workdir = workdir
+        self.own_workdir = workdir is None
+        self.workdir = Path(tempfile.mkdtemp(prefix="redis-")) if workdir is None else workdir
         self.proc = None
 
     @property
@@ -128,8 +144,15 @@ class RedisServer:
         wait_for(self._answers, timeout=10, what="redis-server to start")
 
     def kill(self) -> None:
-        """Crash it (SIGKILL): every key, so every lock, is gone."""
+        """Crash it (SIGKILL): every key, so every lock and queued request, is gone."""
         stop(self.proc, signal.SIGKILL)
+
+    def close(self) -> None:
+        """Kill it if it runs, and remove the working directory it made."""
+        if self.proc is not None:
+            self.kill()
+        if self.own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
     def _answers(self) -> bool:
         try:
@@ -144,4 +167,4 @@ class RedisServer:
         return self
 
     def __exit__(self, *exc):
-        self.kill()
+        self.close()
