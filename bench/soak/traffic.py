@@ -327,7 +327,7 @@ def _stop_when_asked(pause) -> None:
     """The paused-holder fault: once the injector sets ``pause`` to 1, the first worker to reach a one-SKU
     reservation's guarded UPDATE (holding that SKU's lock, before writing) puts its pid there and
     SIGSTOPs itself; the injector resumes it after the lock's TTL."""
-    write = sql.stock_reserve
+    write = sql.reserved_add_if_free
 
     def stop_then_write(*, product_id, quantity):
         with pause.get_lock():
@@ -338,4 +338,4 @@ def _stop_when_asked(pause) -> None:
             os.kill(os.getpid(), signal.SIGSTOP)
         return write(product_id=product_id, quantity=quantity)
 
-    sql.stock_reserve = stop_then_write
+    sql.reserved_add_if_free = stop_then_write
