@@ -214,13 +214,14 @@ SOLD_OUT_MARK_SECONDS = env.float("SOLD_OUT_MARK_SECONDS", default=5)
 GUEST_MAX_OPEN_ORDERS_PER_CLIENT = env.int("GUEST_MAX_OPEN_ORDERS_PER_CLIENT", default=3)
 
 # --- Payments (orders.payments) ---------------------------------------------------------------
-# The provider buyers pay with: "stripe" (Stripe Checkout) or "local", a pay / decline page in the shop
-# that sends Stripe's webhooks itself, for development, tests and demos (production refuses it).
-PAYMENT_PROVIDERS = {"stripe": "orders.payments.StripeProvider", "local": "orders.payments.LocalProvider"}
-PAYMENT_PROVIDER_NAME = env("PAYMENT_PROVIDER", default="") or "local"
-if PAYMENT_PROVIDER_NAME not in PAYMENT_PROVIDERS:
+# Each provider's class, by the name its payments and its webhook endpoint (/payments/<name>/webhook/)
+# carry. PAYMENT_PROVIDER is the one new checkouts use: "stripe" (Stripe Checkout) or "local", a pay /
+# decline page in the shop that sends Stripe's webhooks itself, for development, tests and demos
+# (production refuses it). A payment is refunded through the provider it was made with.
+PAYMENT_PROVIDERS = {"stripe": "orders.payments.stripe.StripeProvider", "local": "orders.payments.local.LocalProvider"}
+PAYMENT_PROVIDER = env("PAYMENT_PROVIDER", default="") or "local"
+if PAYMENT_PROVIDER not in PAYMENT_PROVIDERS:
     raise environ.ImproperlyConfigured(f"PAYMENT_PROVIDER must be one of {', '.join(PAYMENT_PROVIDERS)}")
-PAYMENT_PROVIDER = PAYMENT_PROVIDERS[PAYMENT_PROVIDER_NAME]
 SHOP_CURRENCY = env("SHOP_CURRENCY", default="EUR")
 STRIPE_SECRET_KEY = env("STRIPE_SECRET_KEY", default="")
 # Signs the webhooks: Stripe's endpoint secret; the local provider signs with it too. The default is
@@ -230,7 +231,7 @@ STRIPE_WEBHOOK_SECRET = env("STRIPE_WEBHOOK_SECRET", default="") or LOCAL_STRIPE
 STRIPE_API_BASE = env("STRIPE_API_BASE", default="https://api.stripe.com")
 # Where the local provider sends its webhooks: this shop's webhook endpoint.
 LOCAL_PAYMENTS_WEBHOOK_URL = env(
-    "LOCAL_PAYMENTS_WEBHOOK_URL", default=f"http://127.0.0.1:{env.int('PORT', default=8000)}/payments/stripe/webhook/"
+    "LOCAL_PAYMENTS_WEBHOOK_URL", default=f"http://127.0.0.1:{env.int('PORT', default=8000)}/payments/local/webhook/"
 )
 # --- Email ------------------------------------------------------------------------------------
 # How mail leaves: EMAIL_URL, e.g. smtp+tls://user:password@smtp.example.com:587 (django-environ's
@@ -246,6 +247,9 @@ ORDER_EMAIL_WINDOW_SECONDS = env.int("ORDER_EMAIL_WINDOW_SECONDS", default=24 * 
 
 # A stored webhook event not processed this long after it arrived (its task was lost) is processed by a sweep.
 PAYMENT_EVENT_SWEEP_AFTER_SECONDS = env.float("PAYMENT_EVENT_SWEEP_AFTER_SECONDS", default=60)
+# An event that names a payment not found yet (a refund that overtook its success) is tried again by that
+# sweep until it is this old, then ignored.
+PAYMENT_EVENT_MATCH_SECONDS = env.float("PAYMENT_EVENT_MATCH_SECONDS", default=24 * 3600)
 
 # --- API ------------------------------------------------------------------------------------------
 
@@ -332,6 +336,7 @@ CELERY_BEAT_SCHEDULE = {
     "release-failed-payments": {"task": "orders.tasks.sweep_failed_payments", "schedule": EXPIRY_SWEEP_SECONDS},
     "settle-payments": {"task": "orders.tasks.settle_payments", "schedule": EXPIRY_SWEEP_SECONDS},
     "process-payment-events": {"task": "orders.tasks.sweep_payment_events", "schedule": EXPIRY_SWEEP_SECONDS},
+    "expire-unpayable-checkouts": {"task": "orders.tasks.sweep_unpayable_checkouts", "schedule": EXPIRY_SWEEP_SECONDS},
     "send-order-emails": {"task": "orders.tasks.send_order_emails", "schedule": ORDER_EMAIL_SWEEP_SECONDS},
     "reconcile-stock": {"task": "orders.tasks.reconcile_stock", "schedule": RECONCILE_SECONDS},
 }

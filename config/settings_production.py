@@ -11,7 +11,7 @@ from config.settings import *  # noqa: F403
 from config.settings import (
     DEBUG,
     LOCAL_STRIPE_WEBHOOK_SECRET,
-    PAYMENT_PROVIDER_NAME,
+    PAYMENT_PROVIDER,
     REDIS_MODE,
     STRIPE_SECRET_KEY,
     STRIPE_WEBHOOK_SECRET,
@@ -26,7 +26,7 @@ if DEBUG:
         "DEBUG is on, which config.settings_production refuses: debug pages show code, settings and SQL "
         "to anyone. Unset DEBUG (use config.settings for local development)."
     )
-if PAYMENT_PROVIDER_NAME == "local":
+if PAYMENT_PROVIDER == "local":
     raise ImproperlyConfigured(
         "PAYMENT_PROVIDER is local, which config.settings_production refuses: its page lets anyone pay "
         "or decline without taking any money. Set PAYMENT_PROVIDER=stripe and STRIPE_SECRET_KEY."

@@ -51,7 +51,7 @@ urlpatterns = [
     path("orders/<str:number>/", order_views.order_detail, name="order-detail"),
     path("orders/<str:number>/pay/", order_views.order_pay_view, name="order-pay"),
     path("orders/<str:number>/cancel/", order_views.order_cancel_view, name="order-cancel"),
-    path("payments/stripe/webhook/", payment_webhooks.stripe_webhook, name="stripe-webhook"),
+    path("payments/<str:provider>/webhook/", payment_webhooks.provider_webhook, name="payment-webhook"),
     path("payments/local/<str:reference>/", payment_webhooks.local_checkout, name="local-checkout"),
     # Login and logout only: the shop sends no email, so Django's password-reset pages (which would
     # mail through an unconfigured server, unthrottled) are not routed. The admin's login is

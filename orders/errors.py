@@ -1,3 +1,5 @@
+from http import HTTPStatus
+
 from core.errors import DomainError
 
 
@@ -55,3 +57,11 @@ class TooManyOpenOrders(DomainError):
 
     code = "too_many_open_orders"
     default_detail = "There are too many unpaid orders from here; pay or cancel one first."
+
+
+class AmountNotChargeable(DomainError):
+    """``amount`` cannot be charged exactly in ``currency`` (a yen price with cents): refused before any charge."""
+
+    code = "amount_not_chargeable"
+    status_code = HTTPStatus.CONFLICT
+    default_detail = "This amount cannot be charged in the shop's currency; the shop needs to fix its prices."

@@ -3,7 +3,7 @@ from functools import cached_property
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 from core.models import BaseModel
 
@@ -109,7 +109,8 @@ class Payment(BaseModel):
     outcome arrives, then failed, or charged and at once applied (captured: the order turns paid in
     the same transaction), or refunded when the order can no longer be paid. Its state always says
     whether the money was applied, also when a commit's outcome was never heard: a charge is never
-    refunded on a guess (``orders.services.payment_settle``).
+    refunded on a guess (``orders.services.payment_settle``), nor while the stock is only busy or
+    unreachable. A charge of another amount or currency than asked waits in ``review`` for staff.
     """
 
     class State(models.TextChoices):
@@ -119,6 +120,7 @@ class Payment(BaseModel):
         CAPTURED = "captured", "Applied: the order is paid with it"
         REFUNDING = "refunding", "Being refunded"
         REFUNDED = "refunded", "Refunded"
+        REVIEW = "review", "Charged another amount or currency than asked: left for staff"
 
     order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="payments")
     provider = models.CharField(max_length=20, default="local")
@@ -127,6 +129,15 @@ class Payment(BaseModel):
     redirect_url = models.CharField(max_length=2000, blank=True)  # where the buyer pays
     provider_payment = models.CharField(max_length=255, blank=True, db_index=True)  # what refunds name
     amount = models.DecimalField(max_digits=12, decimal_places=2)
+    currency = models.CharField(max_length=3)  # ISO 4217, upper case: SHOP_CURRENCY when it started
+    # What the provider has refunded of it so far: the order is refunded only once all of it is.
+    amount_refunded = models.DecimalField(max_digits=12, decimal_places=2, default=0)
+    # Staff's refund, recorded before the provider is asked, so whoever finishes it (staff's request or
+    # the provider's webhook) puts the units back on hand if staff asked, exactly once.
+    refund_restock = models.BooleanField(default=False)
+    refund_requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING, db_index=True)
 
     class Meta(BaseModel.Meta):
@@ -134,6 +145,10 @@ class Payment(BaseModel):
         constraints = [
             models.CheckConstraint(condition=~Q(reference=""), name="payment_reference_present"),
             models.CheckConstraint(condition=Q(amount__gte=0), name="payment_amount_not_negative"),
+            models.CheckConstraint(
+                condition=Q(amount_refunded__gte=0) & Q(amount_refunded__lte=F("amount")),
+                name="payment_refunded_within_amount",
+            ),
             models.UniqueConstraint(fields=["order", "attempt"], name="payment_one_per_order_attempt"),
         ]
 

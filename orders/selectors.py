@@ -152,3 +152,39 @@ def payment_find_by_reference(*, reference: str, provider: str) -> Payment | Non
 def order_find_by_number(*, number: str) -> Order | None:
     """Any customer's order, for staff."""
     return Order.objects.filter(number=number).first()
+
+
+def payment_find_for_outcome(*, provider: str, outcome) -> Payment | None:
+    """The payment a provider's event is about: by its checkout, else by the metadata we gave the
+    provider (order number and attempt), else by the provider's id of the money movement."""
+    payments = Payment.objects.select_related("order").filter(provider=provider)
+    if outcome.checkout and (found := payments.filter(reference=outcome.checkout).first()):
+        return found
+    if outcome.order_number and outcome.attempt is not None:
+        if found := payments.filter(order__number=outcome.order_number, attempt=outcome.attempt).first():
+            return found
+    if outcome.provider_payment:
+        return payments.filter(provider_payment=outcome.provider_payment).first()
+    return None
+
+
+def payment_list_checkouts_unpayable(*, order_id: int | None = None) -> QuerySet[Payment]:
+    """Pending payments whose order can no longer be paid: cancelled, failed, paid or refunded, deleted, or
+    expired past its payable window (EXPIRED_ORDER_PAYABLE_SECONDS). Oldest first, at most 500."""
+    past_window = db_now() - timedelta(seconds=settings.EXPIRED_ORDER_PAYABLE_SECONDS)
+    unpayable = (
+        Q(
+            order__status__in=[
+                Order.Status.CANCELLED,
+                Order.Status.PAYMENT_FAILED,
+                Order.Status.PAID,
+                Order.Status.REFUNDED,
+            ]
+        )
+        | Q(order__status=Order.Status.EXPIRED, order__expires_at__lt=past_window)
+        | Q(order__is_deleted=True)
+    )
+    payments = Payment.objects.filter(unpayable, state=Payment.State.PENDING).select_related("order")
+    if order_id is not None:
+        payments = payments.filter(order_id=order_id)
+    return payments.order_by("pk")[:500]

@@ -13,7 +13,7 @@ from django.db import OperationalError
 from inventory.errors import LockTimeout, LockUnavailable
 from inventory.selectors import stock_books
 from orders.models import Order, PaymentEvent
-from orders.payments import webhook_sign
+from orders.payments.stripe import webhook_sign
 from orders.selectors import order_list_deleted_holding_stock, order_list_stuck_holding_stock
 from orders.services import (
     order_release_expired,
@@ -21,6 +21,7 @@ from orders.services import (
     order_reservations_settle,
     payment_event_list_process,
     payment_event_process,
+    payment_list_expire_checkouts,
     payment_list_settle,
 )
 from orders.services.emails import order_email_list_send
@@ -76,6 +77,18 @@ def sweep_payment_events() -> int:
     if done:
         logger.info("payment event sweep: %d event(s) processed", done)
     return done
+
+
+@shared_task(autoretry_for=RETRYABLE, retry_backoff=1, retry_backoff_max=60, retry_jitter=True, max_retries=8)
+def expire_order_checkouts(order_id: int) -> int:
+    """A cancelled order's checkouts stop taking money (the sweep below catches any this misses)."""
+    return payment_list_expire_checkouts(order_id=order_id)
+
+
+@shared_task(autoretry_for=RETRYABLE, retry_backoff=1, retry_backoff_max=30, max_retries=3)
+def sweep_unpayable_checkouts() -> int:
+    """Checkouts still open for orders that can no longer be paid: expired with their provider."""
+    return payment_list_expire_checkouts()
 
 
 @shared_task(

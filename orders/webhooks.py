@@ -1,4 +1,4 @@
-"""The payment provider's side of the shop: the webhook endpoint, and the local provider's checkout page."""
+"""The payment providers' side of the shop: one webhook endpoint per provider, and the local provider's page."""
 
 import logging
 
@@ -8,27 +8,29 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST
 
-from orders.payments import LocalProvider, WebhookRefused, payment_provider, webhook_event_verify
+from orders.payments import UnknownProvider, WebhookRefused, payment_provider, provider_for
+from orders.payments.local import LOCAL_OUTCOMES, LocalProvider
 from orders.selectors import payment_find_by_reference
 from orders.services import payment_event_receive
 
 logger = logging.getLogger(__name__)
 
-LOCAL_OUTCOMES = {"pay": "checkout.session.completed", "decline": "checkout.session.async_payment_failed"}
 
-
-@csrf_exempt  # the provider signs its requests instead (Stripe-Signature); it has no session or CSRF token
+@csrf_exempt  # providers sign their requests instead (Stripe-Signature); they have no session or CSRF token
 @require_POST
-def stripe_webhook(request):
-    """Verify the signature, store the event once and answer: a task processes it (``payment_event_process``)."""
+def provider_webhook(request, provider: str):
+    """Verify the signature with the provider it names, store the event once and answer: a task processes
+    it (``payment_event_process``)."""
     try:
-        event = webhook_event_verify(request.body, request.headers.get("Stripe-Signature", ""))
+        event = provider_for(provider).webhook_verify(request.body, request.headers)
+    except UnknownProvider:
+        raise Http404("No such payment provider.") from None
     except WebhookRefused as exc:
-        logger.warning("refused a payment webhook: %s", exc)
+        logger.warning("refused a %s payment webhook: %s", provider, exc)
         return JsonResponse(
             {"code": "invalid_signature", "detail": "The webhook signature does not verify."}, status=400
         )
-    stored = payment_event_receive(provider="stripe", event=event)
+    stored = payment_event_receive(provider=provider, event=event)
     return JsonResponse({"received": True, "duplicate": not stored})
 
 
@@ -38,7 +40,7 @@ def local_checkout(request, reference: str):
     provider = payment_provider()
     if provider.name != LocalProvider.name:
         raise Http404("The local payment provider is off.")
-    payment = payment_find_by_reference(reference=reference, provider="local")
+    payment = payment_find_by_reference(reference=reference, provider=LocalProvider.name)
     if payment is None:
         raise Http404("No such payment.")
     order_url = reverse("order-detail", args=[payment.order.number])

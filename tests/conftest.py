@@ -16,9 +16,9 @@ from inventory.locks import soldout
 from inventory.models import Stock, StockMovement
 from inventory.services import stock_restock
 from orders.models import Order, Payment, PaymentEvent
-from orders.payments import LOCAL_WEBHOOK_SEND, LocalProvider, local_event, webhook_sign
+from orders.payments.local import LOCAL_OUTCOMES, LOCAL_WEBHOOK_SEND, LocalProvider, local_event
+from orders.payments.stripe import webhook_sign
 from orders.services import order_pay, payment_event_process, payment_event_receive
-from orders.webhooks import LOCAL_OUTCOMES
 from shop.models import Product
 
 _sku_numbers = itertools.count(1)
@@ -124,9 +124,10 @@ def pay(order: Order, *, decline: bool = False) -> Order:
     return Order.all_objects.get(pk=order.pk)
 
 
-def webhook_deliver(event: dict) -> None:
-    """A verified webhook event, stored as the endpoint stores it, then processed as its task processes it."""
-    payment_event_receive(provider="stripe", event=event)
+def webhook_deliver(event: dict, *, provider: str = "local") -> None:
+    """A verified webhook event from ``provider``, stored as its endpoint stores it, then processed as its
+    task processes it."""
+    payment_event_receive(provider=provider, event=event)
     payment_event_process(event=PaymentEvent.objects.get(event_id=event["id"]))
 
 
@@ -140,12 +141,23 @@ def local_webhooks(monkeypatch) -> list[int]:
         payload = json.dumps(local_event(event_type, payment=payment)).encode()
         signature = webhook_sign(payload, secret=settings.STRIPE_WEBHOOK_SECRET)
         response = Client().post(
-            "/payments/stripe/webhook/", payload, content_type="application/json", HTTP_STRIPE_SIGNATURE=signature
+            "/payments/local/webhook/", payload, content_type="application/json", HTTP_STRIPE_SIGNATURE=signature
         )
         answers.append(response.status_code)
 
     monkeypatch.setattr(LocalProvider, "webhook_send", send_now)
     return answers
+
+
+@pytest.fixture
+def provider(settings):
+    """The shop pays through ``tests.payments.RecordingProvider``: the local provider, recorded."""
+    from tests.payments import RecordingProvider
+
+    settings.PAYMENT_PROVIDERS = {**settings.PAYMENT_PROVIDERS, "local": "tests.payments.RecordingProvider"}
+    settings.PAYMENT_PROVIDER = "local"
+    RecordingProvider.reset()
+    return RecordingProvider
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Order status changes after placement: expiry, failed payment, cancellation.
 
-Every status change is a conditional UPDATE on the current status (``_order_transition``), so a
+Every status change is a conditional UPDATE on the current status (``order_transition``), so a
 payment racing an expiry has exactly one winner, and the stock change rides in the same transaction.
 """
 
@@ -24,9 +24,10 @@ Status = Order.Status
 
 # Enqueued by name: orders.tasks imports these services, so they do not import it back.
 RELEASE_ORDER_STOCK = "orders.tasks.release_order_stock"
+EXPIRE_ORDER_CHECKOUTS = "orders.tasks.expire_order_checkouts"
 
 
-def _order_transition(order: Order, *, from_statuses, to: str, **fields) -> bool:
+def order_transition(order: Order, *, from_statuses, to: str, **fields) -> bool:
     """Move ``order`` to ``to`` only if it is still in one of ``from_statuses``; True if this call won."""
     won = bool(Order.objects.filter(pk=order.pk, status__in=list(from_statuses)).update(status=to, **fields))
     if won:
@@ -36,7 +37,7 @@ def _order_transition(order: Order, *, from_statuses, to: str, **fields) -> bool
     return won
 
 
-def _order_reload(order: Order) -> Order:
+def order_reload(order: Order) -> Order:
     """The order as it is now (call under its stock section); a deleted order is gone for customers."""
     current = Order.all_objects.filter(pk=order.pk).first()
     if current is None or current.is_deleted:
@@ -64,7 +65,7 @@ def order_fail_payment(*, order: Order) -> bool:
     Returns False if the order was no longer awaiting payment.
     """
     with transaction.atomic():
-        if not _order_transition(order, from_statuses=[Status.AWAITING_PAYMENT], to=Status.PAYMENT_FAILED):
+        if not order_transition(order, from_statuses=[Status.AWAITING_PAYMENT], to=Status.PAYMENT_FAILED):
             return False
         # robust: the change has committed; a broker that is down is logged, and the sweep releases instead.
         transaction.on_commit(lambda: current_app.send_task(RELEASE_ORDER_STOCK, args=[order.pk]), robust=True)
@@ -74,15 +75,17 @@ def order_fail_payment(*, order: Order) -> bool:
 def order_cancel(*, order: Order) -> Order:
     """Cancel an unpaid order and release its stock. Cancelling twice returns the same order."""
     with stock_section(skus=order.skus):
-        order = _order_reload(order)
+        order = order_reload(order)
         if order.status == Status.PAID:
             raise OrderNotCancellable(number=order.number)
-        if _order_transition(
+        if order_transition(
             order,
             from_statuses=[Status.AWAITING_PAYMENT, Status.EXPIRED, Status.PAYMENT_FAILED],
             to=Status.CANCELLED,
         ):
             stock_release(order=order, reason=Reservation.ReleaseReason.CANCELLED)
+            # The provider's checkout stops taking money: a late payment would only be refunded.
+            transaction.on_commit(lambda: current_app.send_task(EXPIRE_ORDER_CHECKOUTS, args=[order.pk]), robust=True)
     return order
 
 

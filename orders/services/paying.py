@@ -1,7 +1,15 @@
-"""Paying an order: a payment started with the provider, then applied or refunded as its webhooks say."""
+"""Paying an order: a payment started with the provider, then applied or refunded as its webhooks say.
+
+A charge is refunded only when its order definitely cannot be paid (failed or cancelled, expired with
+its stock gone, paid by another payment). A busy or unreachable stock lock, or a database that cannot
+answer, is transient: the error propagates, the task retries, and the settle sweep applies what every
+retry missed. A refund confirmed by the provider changes the order only if it refunds the payment that
+paid it, and only once all of it is refunded.
+"""
 
 import logging
 from datetime import timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -9,18 +17,22 @@ from django.utils import timezone
 
 from core.clock import db_now
 from core.errors import DomainError
-from inventory.errors import InsufficientStock
+from inventory.errors import InsufficientStock, LockTimeout, LockUnavailable
 from inventory.section import stock_section
 from inventory.services import stock_commit, stock_reserve, stock_restock
 from orders.errors import OrderExpired, OrderNotPayable, OrderNotRefundable, PaymentNotApplied
 from orders.models import Order, Payment
-from orders.payments import payment_provider
-from orders.selectors import order_units_held, payment_list_unsettled
-from orders.services.lifecycle import Status, _order_reload, _order_transition, order_fail_payment
-from orders.services.placing import lines_check_limits
+from orders.payments import PaymentOutcome, payment_provider, provider_for
+from orders.selectors import order_units_held, payment_list_checkouts_unpayable, payment_list_unsettled
+from orders.services.lifecycle import Status, order_fail_payment, order_reload, order_transition
+from orders.services.limits import order_lines_check_limits
 from shop.selectors import product_map_orderable
 
 REFUND_RESTOCK = "refund_restock"  # the ledger reason of units a refund puts back on hand
+# Locks busy or unreachable: the charge waits for a retry, never a refund.
+TRANSIENT = (LockTimeout, LockUnavailable)
+# Payments that may still apply to their order: no second attempt starts while one exists.
+IN_PROGRESS = [Payment.State.PENDING, Payment.State.CHARGED]
 
 logger = logging.getLogger(__name__)
 
@@ -28,25 +40,34 @@ logger = logging.getLogger(__name__)
 def order_pay(*, order: Order, return_url: str) -> Payment:
     """Start paying ``order``: its payment with the provider, recorded before the buyer is sent to pay.
 
-    Paid already, or a payment under way: that payment again, never a second charge. Expired: its
-    lines are reserved again first, if it may be revived and stock allows. The provider is called
-    outside any lock or transaction, so a slow provider never holds up other buyers. The outcome
-    arrives later, by webhook (``payment_event_process``); ``return_url`` is where the provider sends
-    the buyer back.
+    Paid already, or a payment under way (pending, or charged and not yet applied): that payment
+    again, never a second charge. Expired: its lines are reserved again first, if it may be revived and
+    stock allows. The provider is called outside any lock or transaction, so a slow provider never
+    holds up other buyers. The outcome arrives later, by webhook (``payment_event_process``);
+    ``return_url`` is where the provider sends the buyer back.
     """
     with stock_section(skus=order.skus):
-        order = _order_reload(order)
-        if order.status == Status.PAID and (captured := order.payments.filter(state=Payment.State.CAPTURED).last()):
-            return captured
+        order = order_reload(order)
+        if order.status == Status.PAID and (
+            paid_with := order.payments.filter(reference=order.payment_reference).first()
+        ):
+            return paid_with
         if order.status not in (Status.AWAITING_PAYMENT, Status.EXPIRED):
             raise OrderNotPayable(number=order.number, status=order.status)
         if order.status == Status.EXPIRED:
             _order_reserve_again(order)
-        if pending := order.payments.filter(state=Payment.State.PENDING).last():
-            return pending  # a second click: the same checkout
+        if in_progress := order.payments.filter(state__in=IN_PROGRESS).last():
+            return in_progress  # a second click, or a charge about to apply: the same payment
         attempt = Payment.all_objects.filter(order=order).count() + 1
-    provider, amount = payment_provider(), order.total  # the total sums the lines: read once
-    checkout = provider.checkout_start(order=order, attempt=attempt, amount=amount, return_url=return_url)
+    provider, amount, currency = payment_provider(), order.total, settings.SHOP_CURRENCY  # the total sums the lines
+    checkout = provider.checkout_start(
+        order=order,
+        attempt=attempt,
+        amount=amount,
+        currency=currency,
+        return_url=return_url,
+        payable_until=order.expires_at + timedelta(seconds=settings.EXPIRED_ORDER_PAYABLE_SECONDS),
+    )
     try:
         with transaction.atomic():
             return Payment.objects.create(
@@ -56,28 +77,42 @@ def order_pay(*, order: Order, return_url: str) -> Payment:
                 reference=checkout.reference,
                 redirect_url=checkout.redirect_url,
                 amount=amount,
+                currency=currency,
             )
     except IntegrityError:
         return Payment.objects.get(order=order, attempt=attempt)  # a concurrent click stored the same checkout
 
 
-def payment_succeeded(*, payment: Payment, provider_payment: str) -> Payment:
+def payment_succeeded(*, payment: Payment, outcome: PaymentOutcome) -> Payment:
     """The provider took the money: apply it (the order turns paid and its stock is committed), or refund
-    it if the order can no longer be paid (failed or cancelled meanwhile, expired with its stock gone,
-    or paid by another payment). Delivered twice, it applies once.
+    it if the order definitely cannot be paid. Delivered twice, it applies once.
 
-    If the commit's outcome goes unheard, the database decides (``payment_settle``), never a guess; if
-    it cannot be read, the task retries, and the settle sweep catches a charge that every retry missed.
+    A charge of another amount or currency than the payment asked for is neither applied nor refunded:
+    it waits in ``review`` for staff. A busy or unreachable lock raises (the task retries; the settle
+    sweep catches a charge every retry missed). If the commit's outcome goes unheard, the database
+    decides (``payment_settle``), never a guess.
     """
+    if outcome.amount != payment.amount or outcome.currency != payment.currency:
+        if Payment.objects.filter(pk=payment.pk, state__in=[Payment.State.PENDING, Payment.State.FAILED]).update(
+            state=Payment.State.REVIEW, provider_payment=outcome.provider_payment
+        ):
+            logger.error(
+                "payment %s for order %s: charged %s %s, asked %s %s; neither applied nor refunded, left for staff",
+                payment, payment.order, outcome.amount, outcome.currency, payment.amount, payment.currency,
+            )  # fmt: skip
+        return Payment.objects.get(pk=payment.pk)
     Payment.objects.filter(pk=payment.pk, state__in=[Payment.State.PENDING, Payment.State.FAILED]).update(
-        state=Payment.State.CHARGED, provider_payment=provider_payment
+        state=Payment.State.CHARGED, provider_payment=outcome.provider_payment
     )
     payment = Payment.objects.select_related("order").get(pk=payment.pk)
     if payment.state != Payment.State.CHARGED:
-        return payment  # applied or refunded already
+        return payment  # applied, refunded or in review already
     try:
         with stock_section(skus=payment.order.skus):
             _, applied = _payment_apply(payment.order, payment)
+    except TRANSIENT as busy:
+        logger.warning("payment %s for order %s waits: %s; retried, never refunded", payment, payment.order, busy)
+        raise
     except DomainError as refusal:
         logger.warning("payment %s for order %s cannot be applied (%s): refunding it", payment, payment.order, refusal)
         applied = False
@@ -102,36 +137,39 @@ def payment_failed(*, payment: Payment) -> Payment:
     return payment
 
 
-def payment_refund_confirmed(*, payment: Payment) -> Payment:
-    """The provider says the payment was refunded (ours, or one made in its dashboard): the order is refunded."""
-    Payment.objects.filter(pk=payment.pk, state__in=[Payment.State.CAPTURED, Payment.State.REFUNDING]).update(
-        state=Payment.State.REFUNDED
-    )
-    _order_transition(payment.order, from_statuses=[Status.PAID], to=Status.REFUNDED)
+def payment_refund_confirmed(*, payment: Payment, refunded: Decimal | None = None) -> Payment:
+    """The provider says ``refunded`` of the payment went back so far (None: all of it), ours or one made
+    in its dashboard. Recorded; once all of it is refunded the payment is refunded (a success that
+    arrives later then changes nothing), and if it paid its order, the order is refunded."""
+    _payment_refunded(payment, refunded=refunded)
     payment.refresh_from_db()
     return payment
 
 
 def order_refund(*, order: Order, restock: bool, actor=None) -> Order:
-    """Refund a paid order in full through its provider; with ``restock`` its units go back on hand
-    (ledger reason ``refund_restock``). Refunded already: the same order, nothing more."""
+    """Refund a paid order in full through the provider of the payment that paid it; with ``restock`` its
+    units go back on hand (ledger reason ``refund_restock``). Refunded already: the same order.
+
+    The restock is recorded on the payment before the provider is asked, so it happens exactly once
+    in the transaction that turns the order refunded: here, or in the provider's webhook if that
+    arrives first.
+    """
     with stock_section(skus=order.skus):
-        order = _order_reload(order)
+        order = order_reload(order)
         if order.status == Status.REFUNDED:
             return order
         if order.status != Status.PAID:
             raise OrderNotRefundable(number=order.number, status=order.status)
-        payment = order.payments.filter(state__in=[Payment.State.CAPTURED, Payment.State.REFUNDING]).last()
-        if payment is None:  # refunded in the provider's dashboard meanwhile: its webhook is on its way
+        claimed = Payment.objects.filter(
+            order=order,
+            reference=order.payment_reference,
+            state__in=[Payment.State.CAPTURED, Payment.State.REFUNDING],
+        ).update(state=Payment.State.REFUNDING, refund_restock=restock, refund_requested_by=actor)
+        if not claimed:  # refunded in the provider's dashboard meanwhile: its webhook is on its way
             raise OrderNotRefundable(number=order.number, status=order.status)
-        Payment.objects.filter(pk=payment.pk, state=Payment.State.CAPTURED).update(state=Payment.State.REFUNDING)
-    payment_provider().refund(payment=payment)  # idempotent per payment: a retry refunds once
-    with stock_section(skus=order.skus):
-        order = _order_reload(order)
-        Payment.objects.filter(pk=payment.pk, state=Payment.State.REFUNDING).update(state=Payment.State.REFUNDED)
-        if _order_transition(order, from_statuses=[Status.PAID], to=Status.REFUNDED) and restock:
-            for line in order.lines_with_products():
-                stock_restock(sku=line.product.sku, quantity=line.quantity, reason=REFUND_RESTOCK, actor=actor)
+    payment = Payment.objects.select_related("order").get(order=order, reference=order.payment_reference)
+    _payment_refund(payment)
+    order = order_reload(order)
     logger.info("order %s refunded (%s)%s", order, payment, ", its units restocked" if restock else "")
     return order
 
@@ -139,14 +177,14 @@ def order_refund(*, order: Order, restock: bool, actor=None) -> Order:
 def _payment_apply(order: Order, payment: Payment) -> tuple[Order, bool]:
     """In the order's stock section: mark it paid with ``payment`` and commit its stock. Whether the charge
     was applied (False: another payment won). Raises if the order cannot be paid (the caller refunds)."""
-    order = _order_reload(order)
+    order = order_reload(order)
     if order.status == Status.PAID:
         return order, order.payment_reference == payment.reference
     if order.status == Status.EXPIRED:  # the sweeper won while the gateway worked
         _order_reserve_again(order)
     if not Payment.objects.filter(pk=payment.pk, state=Payment.State.CHARGED).update(state=Payment.State.CAPTURED):
-        raise PaymentNotApplied(number=order.number)  # a settle sweep refunded it meanwhile
-    paid_now = _order_transition(
+        raise PaymentNotApplied(number=order.number)  # a settle sweep or a refund refunded it meanwhile
+    paid_now = order_transition(
         order,
         from_statuses=[Status.AWAITING_PAYMENT],
         to=Status.PAID,
@@ -160,13 +198,47 @@ def _payment_apply(order: Order, payment: Payment) -> tuple[Order, bool]:
 
 
 def _payment_refund(payment: Payment) -> None:
-    """Refund a charge that was not applied: claimed for refunding first, so it is refunded once."""
+    """Refund a charge through the provider it was made with: claimed for refunding first, so it is
+    refunded once (a charge never applied, or staff's refund of the payment that paid an order)."""
     claimed = Payment.objects.filter(pk=payment.pk, state__in=[Payment.State.CHARGED, Payment.State.REFUNDING])
     if not claimed.update(state=Payment.State.REFUNDING):
         return
-    payment_provider().refund(payment=payment)
-    Payment.objects.filter(pk=payment.pk, state=Payment.State.REFUNDING).update(state=Payment.State.REFUNDED)
-    logger.warning("payment %s for order %s refunded: it was not applied", payment.reference, payment.order)
+    provider_for(payment.provider).refund(payment=payment)
+    if _payment_refunded(payment, refunded=None):
+        return
+    if payment.order.payment_reference != payment.reference:
+        logger.warning("payment %s for order %s refunded: it was not applied", payment.reference, payment.order)
+
+
+def _payment_refunded(payment: Payment, *, refunded: Decimal | None) -> bool:
+    """Record that ``refunded`` of the payment went back (None: all). Once all of it has, the payment is
+    refunded, and if it paid its order, the order turns refunded and, if staff asked, its units go back
+    on hand: one transaction, once, whoever gets here first. True if this call refunded the order."""
+    with stock_section(skus=payment.order.skus):
+        total = payment.amount if refunded is None else min(refunded, payment.amount)
+        Payment.objects.filter(pk=payment.pk, amount_refunded__lt=total).update(amount_refunded=total)
+        if total < payment.amount:
+            logger.warning("payment %s for order %s: %s of %s refunded", payment, payment.order, total, payment.amount)
+            return False
+        Payment.objects.filter(pk=payment.pk).exclude(state=Payment.State.REFUNDED).update(state=Payment.State.REFUNDED)
+        order = order_reload(payment.order)
+        if order.payment_reference != payment.reference:
+            return False  # a charge never applied: its order is not this payment's to refund
+        if not order_transition(order, from_statuses=[Status.PAID], to=Status.REFUNDED):
+            return False
+        payment = Payment.objects.get(pk=payment.pk)
+        if payment.refund_restock:
+            for line in order.lines_with_products():
+                stock_restock(
+                    sku=line.product.sku,
+                    quantity=line.quantity,
+                    reason=REFUND_RESTOCK,
+                    actor=payment.refund_requested_by,
+                )
+    logger.info(
+        "order %s refunded with payment %s%s", order, payment, ", units restocked" if payment.refund_restock else ""
+    )
+    return True
 
 
 def payment_settle(*, payment: Payment) -> Payment:
@@ -174,7 +246,7 @@ def payment_settle(*, payment: Payment) -> Payment:
     applied now if its order can still be paid, else refunded; an interrupted refund is finished.
 
     Used when a payment's commit went unheard, and by the sweep for charges left so. Raises if the
-    database cannot be read (the charge waits for the next sweep).
+    database cannot be read or the stock lock is busy or unreachable (the charge waits for the next try).
     """
     connection.close_if_unusable_or_obsolete()
     payment = Payment.objects.select_related("order").get(pk=payment.pk)
@@ -182,6 +254,8 @@ def payment_settle(*, payment: Payment) -> Payment:
         try:
             with stock_section(skus=payment.order.skus):
                 _, applied = _payment_apply(payment.order, payment)
+        except TRANSIENT:
+            raise
         except DomainError:
             applied = False
         if not applied:
@@ -199,9 +273,26 @@ def payment_list_settle(*, older_than: timedelta) -> int:
         try:
             payment_settle(payment=payment)
             settled += 1
+        except TRANSIENT as busy:
+            logger.warning("payment %s not settled yet (%s); retried by the next sweep", payment.reference, busy)
         except Exception:
             logger.exception("payment %s could not be settled; retried by the next sweep", payment.reference)
     return settled
+
+
+def payment_list_expire_checkouts(*, order_id: int | None = None) -> int:
+    """Expire the providers' checkouts of pending payments whose order can no longer be paid (all such
+    orders, or the one ``order_id`` names), so a late buyer is not charged only to be refunded. How many."""
+    expired = 0
+    for payment in payment_list_checkouts_unpayable(order_id=order_id):
+        try:
+            provider_for(payment.provider).checkout_expire(payment=payment)
+            expired += 1
+        except Exception:
+            logger.exception("checkout %s could not be expired; retried by the next sweep", payment.reference)
+    if expired:
+        logger.info("expired %d checkout(s) of orders that can no longer be paid", expired)
+    return expired
 
 
 def _order_reserve_again(order: Order) -> None:
@@ -212,13 +303,13 @@ def _order_reserve_again(order: Order) -> None:
     _order_check_revivable(order, products)
     limited = {product.pk for product in products.values() if product.max_per_customer is not None}
     held = order_units_held(buyers={order.buyer}, product_ids=limited)
-    lines_check_limits(
+    order_lines_check_limits(
         [(line.product.sku, line.quantity) for line in order.lines_with_products()],
         products,
         held=lambda product_id: held.get((order.buyer, product_id), 0),
     )
     expires_at = now + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
-    if not _order_transition(order, from_statuses=[Status.EXPIRED], to=Status.AWAITING_PAYMENT, expires_at=expires_at):
+    if not order_transition(order, from_statuses=[Status.EXPIRED], to=Status.AWAITING_PAYMENT, expires_at=expires_at):
         raise OrderNotPayable(number=order.number, status=order.status)
     try:
         stock_reserve(order=order, expires_at=expires_at)

@@ -10,10 +10,13 @@ import logging
 from datetime import timedelta
 
 from celery import current_app
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from orders.models import Payment, PaymentEvent
+from orders.payments import Outcome, PaymentOutcome, provider_for
+from orders.selectors import payment_find_for_outcome
 from orders.services.paying import payment_failed, payment_refund_confirmed, payment_succeeded
 
 logger = logging.getLogger(__name__)
@@ -40,26 +43,35 @@ def payment_event_receive(*, provider: str, event: dict) -> bool:
 
 
 def payment_event_process(*, event: PaymentEvent) -> None:
-    """Apply an event to its payment; unknown types and unknown payments are acknowledged and ignored."""
+    """Apply an event to its payment, read by the provider that sent it into the shop's ``PaymentOutcome``.
+
+    An event about no payment is acknowledged and ignored. One that names a payment we cannot find yet
+    (a refund that overtook its success) is kept for the sweep, which tries it again until it is
+    PAYMENT_EVENT_MATCH_SECONDS old. A busy or unreachable stock lock raises: the task retries.
+    """
     if event.processed_at is not None:
         return
-    obj = event.payload.get("data", {}).get("object", {})
-    handler = _HANDLERS.get(event.type)
-    if handler is None:
+    outcome = provider_for(event.provider).event_outcome(event.payload)
+    if outcome is None:
         logger.debug("payment event %s: type %s ignored", event.event_id, event.type)
-    elif (payment := _payment_of(obj)) is None:
+    elif (payment := payment_find_for_outcome(provider=event.provider, outcome=outcome)) is None:
+        if event.created_at > timezone.now() - timedelta(seconds=settings.PAYMENT_EVENT_MATCH_SECONDS):
+            logger.info("payment event %s (%s) names no payment yet: kept for the sweep", event.event_id, event.type)
+            PaymentEvent.objects.filter(pk=event.pk).update(updated_at=timezone.now())  # the sweep tries others first
+            return
         logger.warning("payment event %s (%s) names no payment of ours: ignored", event.event_id, event.type)
     else:
-        handler(payment, obj)
+        _HANDLERS[outcome.kind](payment, outcome)
         logger.info("payment event %s (%s) applied to payment %s", event.event_id, event.type, payment)
     PaymentEvent.objects.filter(pk=event.pk, processed_at=None).update(processed_at=timezone.now())
 
 
 def payment_event_list_process(*, older_than: timedelta) -> int:
-    """Process the events stored longer than ``older_than`` ago and never processed (their task was lost)."""
-    stale = PaymentEvent.objects.filter(processed_at=None, created_at__lte=timezone.now() - older_than).order_by("pk")
+    """Process the events stored longer than ``older_than`` ago and never processed (their task was lost,
+    or they named no payment yet), least recently tried first."""
+    stale = PaymentEvent.objects.filter(processed_at=None, created_at__lte=timezone.now() - older_than)
     done = 0
-    for event in stale[:500]:
+    for event in stale.order_by("updated_at", "pk")[:500]:
         try:
             payment_event_process(event=event)
             done += 1
@@ -68,36 +80,16 @@ def payment_event_list_process(*, older_than: timedelta) -> int:
     return done
 
 
-def _payment_of(obj: dict) -> Payment | None:
-    """The payment a provider object is about: a checkout by its id, a charge by its payment intent."""
-    if obj.get("object") == "checkout.session" and isinstance(obj.get("id"), str):
-        return Payment.objects.select_related("order").filter(reference=obj["id"]).first()
-    if obj.get("object") == "charge" and isinstance(obj.get("payment_intent"), str) and obj["payment_intent"]:
-        return Payment.objects.select_related("order").filter(provider_payment=obj["payment_intent"]).first()
-    return None
+def _succeeded(payment: Payment, outcome: PaymentOutcome) -> None:
+    payment_succeeded(payment=payment, outcome=outcome)
 
 
-def _succeeded(payment: Payment, session: dict) -> None:
-    payment_succeeded(payment=payment, provider_payment=str(session.get("payment_intent") or ""))
-
-
-def _completed(payment: Payment, session: dict) -> None:
-    if session.get("payment_status") == "paid":  # else a delayed method: async_payment_* tells the outcome
-        _succeeded(payment, session)
-
-
-def _failed(payment: Payment, _obj: dict) -> None:
+def _failed(payment: Payment, _outcome: PaymentOutcome) -> None:
     payment_failed(payment=payment)
 
 
-def _refunded(payment: Payment, _obj: dict) -> None:
-    payment_refund_confirmed(payment=payment)
+def _refunded(payment: Payment, outcome: PaymentOutcome) -> None:
+    payment_refund_confirmed(payment=payment, refunded=outcome.refunded)
 
 
-_HANDLERS = {
-    "checkout.session.completed": _completed,
-    "checkout.session.async_payment_succeeded": _succeeded,
-    "checkout.session.async_payment_failed": _failed,
-    "checkout.session.expired": _failed,
-    "charge.refunded": _refunded,
-}
+_HANDLERS = {Outcome.SUCCEEDED: _succeeded, Outcome.FAILED: _failed, Outcome.REFUNDED: _refunded}

@@ -19,7 +19,7 @@ from django.core.validators import validate_email
 from django.db import IntegrityError
 
 from core.clock import db_now
-from core.db import from_row, is_duplicate_key, retry_on_deadlock
+from core.db import from_row, insert_defaults, is_duplicate_key, retry_on_deadlock
 from core.errors import InvalidInput
 from inventory.batching import Batch, Demand, stock_section_batched
 from inventory.errors import InsufficientStock, LockTimeout, LockUnavailable
@@ -31,10 +31,11 @@ from inventory.services import (
 )
 from orders import sql
 from orders.customers import email_canonical
-from orders.errors import IdempotencyConflict, LimitExceeded, TooManyOpenOrders
+from orders.errors import IdempotencyConflict, TooManyOpenOrders
 from orders.models import Order, new_order_number
 from orders.selectors import order_count_open_guest, order_list_overdue_holding, order_units_held
 from orders.services.lifecycle import order_expire
+from orders.services.limits import order_lines_check_limits
 from shop.selectors import OrderableProduct, product_map_for_sale, products_orderable
 
 logger = logging.getLogger(__name__)
@@ -190,21 +191,8 @@ def order_place(
     if placed.replayed:
         return Order.all_objects.get(number=placed.number)
     row = _order_row(request, number=placed.number, expires_at=placed.expires_at)
-    return from_row(
-        Order,
-        row
-        | {"id": placed.id, "created_at": placed.created_at, "updated_at": placed.created_at}
-        | {"is_deleted": False, "deleted_at": None},
-    )
-
-
-def lines_check_limits(lines, products: dict[str, OrderableProduct], *, held) -> None:
-    """``LimitExceeded`` for the first line that would leave its buyer holding more than its product's
-    limit per customer. ``lines``: (sku, quantity); ``held(product_id)``: units the buyer holds already."""
-    for sku, quantity in lines:
-        limit = products[sku].max_per_customer
-        if limit is not None and (units := held(products[sku].pk)) + quantity > limit:
-            raise LimitExceeded(sku=sku, limit=limit, held=units, allowed=max(limit - units, 0))
+    stamps = {"id": placed.id, "created_at": placed.created_at, "updated_at": placed.created_at}
+    return from_row(Order, insert_defaults(Order) | row | stamps)
 
 
 def _guest_check_open_orders(request: _PlaceRequest, *, guest_orders) -> None:
@@ -233,7 +221,7 @@ def _order_place_one(request: _PlaceRequest, batch: "_OrderBatch") -> _Placed:
             raise IdempotencyConflict(number=earlier.number)
         return _Placed(earlier.number, earlier.expires_at, replayed=True)
     products = products_orderable(batch.products, skus=[line.sku for line in request.lines], now=batch.now)
-    lines_check_limits(
+    order_lines_check_limits(
         [(line.sku, line.quantity) for line in request.lines],
         products,
         held=lambda product_id: batch.units_held(request.buyer, product_id),
@@ -366,12 +354,12 @@ def _orders_by_key(requests: list[_PlaceRequest]) -> dict[tuple[str, str], Order
 
 
 def _order_row(request: _PlaceRequest, *, number: str, expires_at: datetime) -> dict:
-    """The order row a request makes: the holder inserts it, and the buyer rebuilds it from ``_Placed``."""
+    """The order row a request makes: the holder inserts it (the model's defaults fill the other fields),
+    and the buyer rebuilds it from ``_Placed``."""
     return {
         "number": number,
         "customer_id": request.customer_id,
         "email": request.email,
-        "status": Order.Status.AWAITING_PAYMENT.value,
         "expires_at": expires_at,
         "idempotency_key": request.idempotency_key,
         "idempotency_key_hash": request.key_hash,
@@ -379,9 +367,6 @@ def _order_row(request: _PlaceRequest, *, number: str, expires_at: datetime) -> 
         "buyer": request.buyer,
         "client_address": request.client_address,
         "request_fingerprint": request.fingerprint,
-        "payment_reference": "",
-        "paid_at": None,
-        "sweep_lease_until": None,
     }
 
 

@@ -42,7 +42,7 @@ def check_out(page, *, sku="MUG", name="Logo mug", quantity="2"):
 @pytest.fixture
 def payments_worker(live_server, settings, tmp_path):
     """A real Celery worker: it sends the local provider's webhooks to the live server and applies them."""
-    settings.LOCAL_PAYMENTS_WEBHOOK_URL = f"{live_server.url}/payments/stripe/webhook/"
+    settings.LOCAL_PAYMENTS_WEBHOOK_URL = f"{live_server.url}/payments/local/webhook/"
     forget_every_task()
     with celery("worker", process_env(), tmp_path / "worker.log", "--concurrency=2"):
         yield

@@ -19,16 +19,8 @@ from orders.models import Order, Payment
 from orders.services import order_cancel, order_place, paying, payment_list_settle
 from tests.conftest import pay, stock_of
 from tests.faults.conftest import assert_books
-from tests.orders.services.test_payment_flow import RecordingProvider
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def gateway(settings):
-    settings.PAYMENT_PROVIDER = "tests.orders.services.test_payment_flow.RecordingProvider"
-    RecordingProvider.checkouts, RecordingProvider.refunds, RecordingProvider.during_checkout = [], [], None
-    return RecordingProvider
 
 
 def _kill(thread_id: int) -> None:
@@ -64,7 +56,7 @@ def _at_the_next_commit(monkeypatch, fault):
 
 
 def test_a_payment_whose_connection_is_killed_at_the_commit_is_applied_once_and_never_refunded(
-    make_product, customer, gateway, monkeypatch
+    make_product, customer, provider, monkeypatch
 ):
     mug = make_product(sku="MUG", stock=5)
     order = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k")
@@ -80,14 +72,14 @@ def test_a_payment_whose_connection_is_killed_at_the_commit_is_applied_once_and_
     # The database said the charge was not applied; the order could still be paid, so it was, once.
     [payment] = Payment.objects.all()
     assert paid.status == Order.Status.PAID and paid.payment_reference == payment.reference
-    assert payment.state == Payment.State.CAPTURED and gateway.refunds == []
+    assert payment.state == Payment.State.CAPTURED and provider.refunds == []
     assert StockMovement.objects.filter(order=order, kind="commit").count() == 1
     assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (3, 0)
     assert_books(mug)
 
 
 def test_a_payment_committed_whose_acknowledgement_is_lost_is_kept_not_refunded(
-    make_product, customer, gateway, monkeypatch
+    make_product, customer, provider, monkeypatch
 ):
     mug = make_product(sku="MUG", stock=5)
     order = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k")
@@ -103,12 +95,12 @@ def test_a_payment_committed_whose_acknowledgement_is_lost_is_kept_not_refunded(
 
     [payment] = Payment.objects.all()
     assert paid.status == Order.Status.PAID and paid.payment_reference == payment.reference
-    assert payment.state == Payment.State.CAPTURED and gateway.refunds == []
+    assert payment.state == Payment.State.CAPTURED and provider.refunds == []
     assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (3, 0)
     assert_books(mug)
 
 
-def test_charges_a_dead_payer_left_unsettled_are_applied_or_refunded_by_the_sweep(make_product, customer, gateway):
+def test_charges_a_dead_payer_left_unsettled_are_applied_or_refunded_by_the_sweep(make_product, customer, provider):
     mug = make_product(sku="MUG", stock=5)
     payable = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 1}], idempotency_key="a")
     cancelled = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 1}], idempotency_key="b")
@@ -128,13 +120,13 @@ def test_charges_a_dead_payer_left_unsettled_are_applied_or_refunded_by_the_swee
     assert states == {"ch_a": "captured", "ch_b": "refunded", "ch_c": "charged"}  # a payer may still hold ch_c
     assert Order.objects.get(pk=payable.pk).status == Order.Status.PAID
     assert Order.objects.get(pk=payable.pk).payment_reference == "ch_a"
-    assert gateway.refunds == ["ch_b"]
+    assert provider.refunds == ["ch_b"]
     assert payment_list_settle(older_than=timedelta(minutes=1)) == 0  # settled once
     assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (4, 1)
     assert_books(mug)
 
 
-def test_staff_see_an_orders_charges_and_their_state_in_the_admin(make_product, customer, gateway, staff_admin):
+def test_staff_see_an_orders_charges_and_their_state_in_the_admin(make_product, customer, provider, staff_admin):
     make_product(sku="MUG", stock=5)
     order = pay(order_place(customer=customer, items=[{"sku": "MUG", "quantity": 1}], idempotency_key="k"))
 

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from orders.admin import OrderAdmin
 from orders.models import Order
-from orders.payments import LocalProvider
+from orders.payments.local import LocalProvider
 from orders.services import order_cancel, order_expire, order_place
 from tests.conftest import assert_books_balance, messages_of, pay, stock_of
 

@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from inventory.models import StockMovement
 from orders.models import Order, Payment
-from orders.payments import local_event
+from orders.payments.local import local_event
 from tests.conftest import assert_books_balance, client_for, pay, stock_of, webhook_deliver
 from tests.race import holding
 

@@ -21,9 +21,19 @@ LEDGER = {"active": ["reserve"], "committed": ["commit", "reserve"], "released":
 # What a step on a placed order may answer: its status, True/False, or a domain error's code.
 ANSWERS = {
     # Paying answers the status once the provider's webhook is applied: paid, or (a charge that came too late,
-    # refunded) whatever the order became meanwhile; or why the payment could not start.
-    "pay": {Status.PAID, Status.CANCELLED, Status.PAYMENT_FAILED, Status.EXPIRED, "order_expired", "order_not_payable"},
+    # refunded) whatever the order became meanwhile; or why the payment could not start. A click while another
+    # click's charge is being applied gets that payment, still awaiting payment: no second charge starts.
+    "pay": {
+        Status.PAID,
+        Status.CANCELLED,
+        Status.PAYMENT_FAILED,
+        Status.EXPIRED,
+        Status.AWAITING_PAYMENT,
+        "order_expired",
+        "order_not_payable",
+    },
     "decline": {
+        Status.AWAITING_PAYMENT,
         Status.PAYMENT_FAILED,
         Status.PAID,
         Status.CANCELLED,

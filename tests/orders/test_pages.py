@@ -10,7 +10,7 @@ from django.utils import timezone
 from core.db import LOST_CONNECTION
 from inventory.errors import LockTimeout, LockUnavailable
 from orders.models import Order, Payment
-from orders.payments import local_event
+from orders.payments.local import local_event
 from orders.services import order_expire, order_place
 from tests.conftest import assert_books_balance, stock_of, webhook_deliver
 
@@ -274,7 +274,7 @@ def test_the_local_providers_page_is_gone_when_stripe_is_the_provider(client, mu
     add_to_cart(client, "MUG")
     client.post("/checkout/", {"email": "ann@example.com", "idempotency_key": checkout_key(client)})
     provider_page = client.post(f"/orders/{Order.objects.get().number}/pay/")["Location"]
-    settings.PAYMENT_PROVIDER = "orders.payments.StripeProvider"
+    settings.PAYMENT_PROVIDER = "stripe"
 
     assert client.get(provider_page).status_code == 404
     assert client.post(provider_page, {"outcome": "pay"}).status_code == 404

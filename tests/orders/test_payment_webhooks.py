@@ -17,7 +17,8 @@ from django.core.management import call_command
 
 from inventory.models import Reservation, StockMovement
 from orders.models import Order, Payment, PaymentEvent
-from orders.payments import local_event, webhook_sign
+from orders.payments.local import local_event
+from orders.payments.stripe import webhook_sign
 from orders.services import order_pay, order_place, order_refund
 from tests.conftest import assert_books_balance, pay, stock_of
 from tests.processes import process_env, wait_for
@@ -35,7 +36,7 @@ def empty_queue():
 
 @pytest.fixture
 def webhook_url(live_server) -> str:
-    return f"{live_server.url}/payments/stripe/webhook/"
+    return f"{live_server.url}/payments/local/webhook/"
 
 
 @pytest.fixture

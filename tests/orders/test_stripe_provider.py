@@ -8,15 +8,17 @@ request. Webhooks are signed as Stripe signs them and go through the shop's endp
 import json
 import secrets
 import threading
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
 import pytest
 from django.conf import settings
 
+from core.errors import DomainError
 from orders.models import Order, Payment, PaymentEvent
-from orders.payments import webhook_sign
-from orders.services import order_pay, order_place, order_refund, payment_event_process
+from orders.payments.stripe import webhook_sign
+from orders.services import order_cancel, order_pay, order_place, order_refund, payment_event_process
 from tests.conftest import assert_books_balance, stock_of
 
 pytestmark = pytest.mark.django_db
@@ -44,6 +46,8 @@ class FakeStripe(BaseHTTPRequestHandler):
         if path == "/v1/checkout/sessions":
             session = f"cs_test_{secrets.token_hex(8)}"
             return {"id": session, "object": "checkout.session", "url": f"https://checkout.stripe.com/c/pay/{session}"}
+        if path.startswith("/v1/checkout/sessions/") and path.endswith("/expire"):
+            return {"id": path.split("/")[4], "object": "checkout.session", "status": "expired"}
         if path == "/v1/refunds":
             return {"id": f"re_{secrets.token_hex(8)}", "object": "refund", "status": "succeeded"}
         return {}
@@ -57,7 +61,7 @@ def stripe_api(settings):
     FakeStripe.requests, FakeStripe.answers = [], {}
     server = ThreadingHTTPServer(("127.0.0.1", 0), FakeStripe)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    settings.PAYMENT_PROVIDER = "orders.payments.StripeProvider"
+    settings.PAYMENT_PROVIDER = "stripe"
     settings.STRIPE_API_BASE = f"http://127.0.0.1:{server.server_port}"
     settings.STRIPE_SECRET_KEY = "sk_test_fake"
     yield FakeStripe
@@ -84,6 +88,8 @@ def paid_through_stripe(client, *, quantity: int, payment_intent: str) -> tuple[
         "id": payment.reference,
         "payment_status": "paid",
         "payment_intent": payment_intent,
+        "amount_total": int(payment.amount * 100),
+        "currency": "eur",
     }
     assert stripe_webhook(client, "checkout.session.completed", session) == 200
     return Order.objects.get(pk=order.pk), payment
@@ -137,3 +143,68 @@ def test_a_refund_made_in_stripes_dashboard_refunds_the_order(client, make_produ
     assert stripe_webhook(client, "charge.refunded", refunded) == 200
 
     assert Order.objects.get(pk=order.pk).status == "refunded" and Payment.objects.get().state == "refunded"
+
+
+@pytest.mark.parametrize(
+    ("currency", "price", "sent"),
+    [("JPY", "1500", "3000"), ("KWD", "1.25", "2500"), ("EUR", "12.50", "2500"), ("USD", "0.10", "20")],
+)
+def test_amounts_go_to_stripe_in_the_minor_unit_stripe_defines_for_the_currency(
+    make_product, stripe_api, settings, currency, price, sent
+):
+    settings.SHOP_CURRENCY = currency
+    make_product(sku="MUG", stock=5, price=price)
+    order = order_place(email="ann@example.com", items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k")
+
+    order_pay(order=order, return_url="https://shop.example.com/")
+
+    [request] = stripe_api.requests
+    assert request["body"]["line_items[0][price_data][unit_amount]"] == [sent]
+    assert request["body"]["line_items[0][price_data][currency]"] == [currency.lower()]
+
+
+def test_an_amount_the_currency_cannot_express_is_refused_before_stripe_is_asked(make_product, stripe_api, settings):
+    settings.SHOP_CURRENCY = "JPY"
+    make_product(sku="MUG", stock=5, price="9.99")  # a yen has no cents
+    order = order_place(email="ann@example.com", items=[{"sku": "MUG", "quantity": 1}], idempotency_key="k")
+
+    with pytest.raises(DomainError) as refused:
+        order_pay(order=order, return_url="https://shop.example.com/")
+
+    assert refused.value.code == "amount_not_chargeable"
+    assert stripe_api.requests == [] and not Payment.objects.exists()
+
+
+def test_a_checkout_session_expires_with_the_orders_payable_window_and_on_cancel(
+    make_product, stripe_api, celery_eager, django_capture_on_commit_callbacks
+):
+    make_product(sku="MUG", stock=5)
+    order = order_place(email="ann@example.com", items=[{"sku": "MUG", "quantity": 1}], idempotency_key="k")
+
+    payment = order_pay(order=order, return_url="https://shop.example.com/")
+    with django_capture_on_commit_callbacks(execute=True):
+        order_cancel(order=order)
+
+    payable_until = order.expires_at + timedelta(seconds=settings.EXPIRED_ORDER_PAYABLE_SECONDS)
+    create, expire = stripe_api.requests
+    assert create["body"]["expires_at"] == [str(int(payable_until.timestamp()))]
+    assert expire["path"] == f"/v1/checkout/sessions/{payment.reference}/expire"
+    assert expire["key"] == f"expire-{payment.reference}"
+
+
+@pytest.mark.parametrize("differs", [{"amount_total": 100}, {"currency": "usd"}, {"amount_total": None}])
+def test_a_success_for_another_amount_or_currency_is_refused_and_left_for_staff(
+    client, make_product, stripe_api, differs
+):
+    mug = make_product(sku="MUG", stock=5, price="12.50")
+    order = order_place(email="ann@example.com", items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k")
+    payment = order_pay(order=order, return_url="https://shop.example.com/")
+    session = {"object": "checkout.session", "id": payment.reference, "payment_status": "paid"}
+    session |= {"payment_intent": "pi_1", "amount_total": 2500, "currency": "eur"} | differs
+
+    assert stripe_webhook(client, "checkout.session.completed", session) == 200
+
+    assert Order.objects.get(pk=order.pk).status == "awaiting_payment"
+    assert Payment.objects.get().state == "review"
+    assert [r["path"] for r in stripe_api.requests] == ["/v1/checkout/sessions"]  # nothing refunded
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (5, 2)

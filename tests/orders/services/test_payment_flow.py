@@ -7,59 +7,15 @@ import pytest
 from django.utils import timezone
 
 from core.errors import InvalidInput
-from inventory import locks
 from inventory.models import StockMovement
 from orders.errors import OrderNotFound
 from orders.models import Order, Payment, PaymentEvent
-from orders.payments import LocalProvider, local_event
-from orders.services import order_cancel, order_expire, order_pay, order_place
+from orders.services import order_cancel, order_expire, order_place, payment_event_list_process
 from shop.errors import ProductUnavailable
 from tests.conftest import assert_books_balance, pay, stock_of, webhook_deliver
+from tests.payments import fail, place, start, succeed
 
 pytestmark = pytest.mark.django_db
-
-RETURN_URL = "http://testserver/orders/"
-
-
-class RecordingProvider(LocalProvider):
-    """The local provider, plus a hook that runs *while* a checkout is started and a record of refunds."""
-
-    during_checkout = None
-    checkouts: list = []
-    refunds: list = []
-
-    def checkout_start(self, *, order, attempt, amount, return_url):
-        RecordingProvider.checkouts.append({"order": order.number, "locks_held": locks.held_skus()})
-        if RecordingProvider.during_checkout:
-            hook, RecordingProvider.during_checkout = RecordingProvider.during_checkout, None
-            hook(order)
-        return super().checkout_start(order=order, attempt=attempt, amount=amount, return_url=return_url)
-
-    def refund(self, *, payment):
-        RecordingProvider.refunds.append(payment.reference)
-
-
-@pytest.fixture
-def provider(settings):
-    settings.PAYMENT_PROVIDER = "tests.orders.services.test_payment_flow.RecordingProvider"
-    RecordingProvider.checkouts, RecordingProvider.refunds, RecordingProvider.during_checkout = [], [], None
-    return RecordingProvider
-
-
-def place(customer, key, quantity=2, sku="MUG"):
-    return order_place(customer=customer, items=[{"sku": sku, "quantity": quantity}], idempotency_key=key)
-
-
-def start(order) -> Payment:
-    return order_pay(order=order, return_url=RETURN_URL)
-
-
-def succeed(payment: Payment) -> None:
-    webhook_deliver(local_event("checkout.session.completed", payment=payment))
-
-
-def fail(payment: Payment) -> None:
-    webhook_deliver(local_event("checkout.session.async_payment_failed", payment=payment))
 
 
 def test_the_provider_is_called_with_no_stock_lock_held_and_the_payment_recorded_pending(
@@ -176,12 +132,18 @@ def test_success_and_failure_in_either_order_end_in_the_state_of_the_first(make_
     assert_books_balance(mug)
 
 
-def test_unknown_event_types_and_payments_are_acknowledged_and_ignored(make_product, customer, provider):
+def test_unknown_event_types_are_ignored_and_unknown_payments_are_kept_for_a_while(
+    make_product, customer, provider, settings
+):
     make_product(sku="MUG", stock=5)
     payment = start(place(customer, "k"))
     webhook_deliver({"id": "evt_1", "type": "customer.created", "data": {"object": {"object": "customer"}}})
     stranger = {"object": "checkout.session", "id": "cs_not_ours", "payment_status": "paid"}
     webhook_deliver({"id": "evt_2", "type": "checkout.session.completed", "data": {"object": stranger}})
+
+    assert list(PaymentEvent.objects.filter(processed_at=None).values_list("event_id", flat=True)) == ["evt_2"]
+    settings.PAYMENT_EVENT_MATCH_SECONDS = 0  # it stayed a stranger for longer than that: given up
+    payment_event_list_process(older_than=timedelta(0))
 
     assert PaymentEvent.objects.filter(processed_at__isnull=False).count() == 2
     assert Payment.objects.get() == payment and payment.state == Payment.State.PENDING

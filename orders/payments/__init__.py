@@ -1,0 +1,101 @@
+"""Payment providers: where a buyer pays, and how the shop hears the outcome.
+
+One module per provider (``stripe``, ``local``), each owning everything about it: starting a checkout,
+refunding, expiring a checkout, verifying its webhooks and reading its events into the shop's own
+``PaymentOutcome``. The rest of the shop never reads a provider's object shapes. ``settings.PAYMENT_PROVIDERS``
+names each provider's class; ``PAYMENT_PROVIDER`` is the one new checkouts use, and a payment is
+always refunded or expired through the provider it was made with (``provider_for(payment.provider)``).
+
+A provider never says at checkout whether a payment succeeded: the shop learns that only from the
+provider's signed webhooks (``/payments/<provider>/webhook/``), which
+``orders.services.payment_event_receive`` stores once and a Celery task applies.
+"""
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Protocol
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+
+@dataclass(frozen=True)
+class Checkout:
+    reference: str  # the provider's id of the checkout (a Stripe Checkout Session id)
+    redirect_url: str  # where the buyer pays
+
+
+class Outcome(enum.StrEnum):
+    SUCCEEDED = "succeeded"  # the money was taken
+    FAILED = "failed"  # declined, or the checkout expired unpaid
+    REFUNDED = "refunded"  # some or all of the money went back (``PaymentOutcome.refunded`` says how much)
+
+
+@dataclass(frozen=True)
+class PaymentOutcome:
+    """What a provider's event says about one of our payments, in the shop's terms.
+
+    The payment is found by ``checkout``, else by the metadata the shop gave the provider (``order_number``
+    and ``attempt``), else by ``provider_payment``. Amounts are in the currency's major unit (``Decimal``).
+    """
+
+    kind: Outcome
+    checkout: str = ""
+    order_number: str = ""
+    attempt: int | None = None
+    provider_payment: str = ""  # the provider's id of the money movement (Stripe: the payment intent)
+    amount: Decimal | None = None  # SUCCEEDED: what was charged (None: the event does not say)
+    currency: str = ""  # SUCCEEDED: its ISO code, upper case
+    refunded: Decimal | None = None  # REFUNDED: the total refunded so far (None: all of it)
+
+
+class PaymentProvider(Protocol):
+    name: str
+
+    def checkout_start(
+        self, *, order, attempt: int, amount: Decimal, currency: str, return_url: str, payable_until: datetime
+    ) -> Checkout:
+        """A checkout for ``amount`` that stops taking payments at ``payable_until`` (or as close as the
+        provider allows); the same order and attempt give the same checkout (idempotent).
+        ``AmountNotChargeable`` if the provider cannot charge ``amount`` in ``currency`` exactly."""
+
+    def checkout_expire(self, *, payment) -> None:
+        """Stop the payment's checkout taking money; its failure arrives as a webhook. Idempotent."""
+
+    def refund(self, *, payment) -> None:
+        """Refund what is left of the payment; asked twice, it refunds once. The outcome arrives as a webhook."""
+
+    def webhook_verify(self, payload: bytes, headers) -> dict:
+        """The event a webhook carries, once its signature checks out; ``WebhookRefused`` otherwise."""
+
+    def event_outcome(self, event: dict) -> PaymentOutcome | None:
+        """What a verified event says about a payment; None for an event that is about none."""
+
+
+class WebhookRefused(ValueError):
+    """A webhook whose signature is missing, wrong or stale, or whose body is not an event."""
+
+
+class UnknownProvider(LookupError):
+    """A provider name no entry of ``PAYMENT_PROVIDERS`` has."""
+
+
+def payment_metadata(order, attempt: int) -> dict[str, str]:
+    """What every provider object of a payment carries, so its webhooks find the payment."""
+    return {"order_number": order.number, "attempt": str(attempt)}
+
+
+def provider_for(name: str) -> PaymentProvider:
+    """The provider called ``name`` (a payment's ``provider``); ``UnknownProvider`` if none is configured."""
+    try:
+        path = settings.PAYMENT_PROVIDERS[name]
+    except KeyError:
+        raise UnknownProvider(name) from None
+    return import_string(path)()
+
+
+def payment_provider() -> PaymentProvider:
+    """The provider new checkouts use (``PAYMENT_PROVIDER``)."""
+    return provider_for(settings.PAYMENT_PROVIDER)

@@ -1,0 +1,175 @@
+"""Stripe Checkout, through Stripe's official ``stripe`` library: a hosted payment page per payment, and
+``checkout.session.*`` and ``charge.refunded`` webhooks that tell the outcome. ``STRIPE_API_BASE``
+points the library elsewhere (tests use a fake); ``STRIPE_WEBHOOK_SECRET`` verifies the webhooks."""
+
+import hmac
+import json
+import logging
+import time
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+import stripe
+from django.conf import settings
+from django.utils import timezone
+
+from orders.errors import AmountNotChargeable
+from orders.payments import Checkout, Outcome, PaymentOutcome, WebhookRefused, payment_metadata
+
+logger = logging.getLogger(__name__)
+
+# Amounts go to Stripe in the currency's minor unit, as Stripe defines it (docs: "Supported currencies").
+ZERO_DECIMAL_CURRENCIES = frozenset("BIF CLP DJF GNF JPY KMF KRW MGA PYG RWF UGX VND VUV XAF XOF XPF".split())
+THREE_DECIMAL_CURRENCIES = frozenset("BHD JOD KWD OMR TND".split())  # the last digit must be 0
+WHOLE_UNITS_ONLY = frozenset({"ISK"})  # two decimals on the wire, but only whole krónur
+
+# Stripe keeps a checkout session open at least this long and at most this long after it is created.
+SESSION_MIN_LIFE = timedelta(minutes=31)  # Stripe's minimum is 30 minutes; a minute for the clocks
+SESSION_MAX_LIFE = timedelta(hours=24)
+
+EVENT_OUTCOMES = {
+    "checkout.session.completed": Outcome.SUCCEEDED,  # only with payment_status "paid"
+    "checkout.session.async_payment_succeeded": Outcome.SUCCEEDED,
+    "checkout.session.async_payment_failed": Outcome.FAILED,
+    "checkout.session.expired": Outcome.FAILED,
+    "charge.refunded": Outcome.REFUNDED,
+}
+
+
+def _exponent(currency: str) -> int:
+    currency = currency.upper()
+    return 0 if currency in ZERO_DECIMAL_CURRENCIES else 3 if currency in THREE_DECIMAL_CURRENCIES else 2
+
+
+def minor_units(amount: Decimal, currency: str) -> int:
+    """``amount`` in Stripe's minor unit of ``currency``; ``AmountNotChargeable`` if it is not exact."""
+    amount = Decimal(amount)
+    scaled = amount.scaleb(_exponent(currency))
+    exact = scaled == scaled.to_integral_value()
+    if currency.upper() in THREE_DECIMAL_CURRENCIES:
+        exact = exact and int(scaled) % 10 == 0
+    if currency.upper() in WHOLE_UNITS_ONLY:
+        exact = exact and amount == amount.to_integral_value()
+    if not exact:
+        raise AmountNotChargeable(amount=str(amount), currency=currency.upper())
+    return int(scaled)
+
+
+def major_units(minor: int, currency: str) -> Decimal:
+    """A Stripe amount in ``currency``'s minor unit, back in its major unit."""
+    return Decimal(minor).scaleb(-_exponent(currency))
+
+
+def webhook_sign(payload: bytes, *, secret: str, timestamp: int | None = None) -> str:
+    """The ``Stripe-Signature`` header for ``payload``, computed as Stripe documents it (HMAC-SHA256 of
+    ``<timestamp>.<payload>``); the library only verifies signatures, it does not make them."""
+    timestamp = int(time.time()) if timestamp is None else timestamp
+    signature = hmac.new(secret.encode(), f"{timestamp}.".encode() + payload, "sha256").hexdigest()
+    return f"t={timestamp},v1={signature}"
+
+
+def webhook_event_verify(payload: bytes, signature: str) -> dict:
+    """The event a webhook carries, once its signature checks out (the library's check, within its
+    tolerance of five minutes against replays). ``WebhookRefused`` otherwise."""
+    try:
+        stripe.Webhook.construct_event(payload, signature, settings.STRIPE_WEBHOOK_SECRET)
+        event = json.loads(payload)
+    except (stripe.SignatureVerificationError, ValueError) as exc:
+        raise WebhookRefused(str(exc)) from exc
+    if not isinstance(event, dict) or not isinstance(event.get("id"), str) or not isinstance(event.get("type"), str):
+        raise WebhookRefused("not an event")
+    return event
+
+
+def event_outcome(event: dict) -> PaymentOutcome | None:
+    """What a Stripe event says about a payment of ours, in the shop's terms; None if it says nothing."""
+    kind = EVENT_OUTCOMES.get(event.get("type"))
+    obj = (event.get("data") or {}).get("object")
+    if kind is None or not isinstance(obj, dict):
+        return None
+    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    attempt = str(metadata.get("attempt", ""))
+    found = {
+        "order_number": str(metadata.get("order_number", "")),
+        "attempt": int(attempt) if attempt.isdigit() else None,
+        "provider_payment": obj.get("payment_intent") if isinstance(obj.get("payment_intent"), str) else "",
+    }
+    if obj.get("object") == "checkout.session" and isinstance(obj.get("id"), str):
+        if event["type"] == "checkout.session.completed" and obj.get("payment_status") != "paid":
+            return None  # a delayed method: async_payment_* tells the outcome
+        currency = obj.get("currency") if isinstance(obj.get("currency"), str) else ""
+        total = obj.get("amount_total")
+        amount = major_units(total, currency) if isinstance(total, int) and currency else None
+        return PaymentOutcome(kind, checkout=obj["id"], amount=amount, currency=currency.upper(), **found)
+    if obj.get("object") == "charge" and kind == Outcome.REFUNDED:
+        currency, charged, refunded = obj.get("currency"), obj.get("amount"), obj.get("amount_refunded")
+        partial = (
+            isinstance(currency, str) and isinstance(charged, int) and isinstance(refunded, int) and refunded < charged
+        )
+        return PaymentOutcome(kind, refunded=major_units(refunded, currency) if partial else None, **found)
+    return None
+
+
+class StripeProvider:
+    name = "stripe"
+
+    def _client(self) -> stripe.StripeClient:
+        return stripe.StripeClient(
+            settings.STRIPE_SECRET_KEY,
+            base_addresses={"api": settings.STRIPE_API_BASE},
+            max_network_retries=2,  # with the idempotency keys below, a retried request is never doubled
+        )
+
+    def checkout_start(
+        self, *, order, attempt: int, amount: Decimal, currency: str, return_url: str, payable_until: datetime
+    ) -> Checkout:
+        metadata = payment_metadata(order, attempt)
+        now = timezone.now()
+        expires_at = min(max(payable_until, now + SESSION_MIN_LIFE), now + SESSION_MAX_LIFE)
+        session = self._client().v1.checkout.sessions.create(
+            params={
+                "mode": "payment",
+                "line_items": [
+                    {
+                        "quantity": 1,
+                        "price_data": {
+                            "currency": currency.lower(),
+                            "unit_amount": minor_units(amount, currency),
+                            "product_data": {"name": f"Order {order.number}"},
+                        },
+                    }
+                ],
+                "success_url": return_url,
+                "cancel_url": return_url,
+                "client_reference_id": order.number,
+                "customer_email": order.email or None,
+                "expires_at": int(expires_at.timestamp()),
+                "metadata": metadata,
+                "payment_intent_data": {"metadata": metadata},
+            },
+            options={"idempotency_key": f"checkout-{order.number}-{attempt}"},
+        )
+        return Checkout(reference=session.id, redirect_url=session.url)
+
+    def checkout_expire(self, *, payment) -> None:
+        try:
+            self._client().v1.checkout.sessions.expire(
+                payment.reference, options={"idempotency_key": f"expire-{payment.reference}"}
+            )
+        except stripe.InvalidRequestError as exc:  # completed or expired already: its webhook tells which
+            logger.info("checkout %s not expired: %s", payment.reference, exc.user_message or exc)
+
+    def refund(self, *, payment) -> None:
+        self._client().v1.refunds.create(
+            params={
+                "payment_intent": payment.provider_payment,
+                "metadata": payment_metadata(payment.order, payment.attempt),
+            },
+            options={"idempotency_key": f"refund-{payment.reference}"},
+        )
+
+    def webhook_verify(self, payload: bytes, headers) -> dict:
+        return webhook_event_verify(payload, headers.get("Stripe-Signature", ""))
+
+    def event_outcome(self, event: dict) -> PaymentOutcome | None:
+        return event_outcome(event)

@@ -1,0 +1,98 @@
+"""A busy or unreachable stock lock never refunds a good payment: the charge waits, and the task's retry
+or the settle sweep applies it once the lock is back. Only an order that truly cannot be paid refunds."""
+
+import threading
+
+import pytest
+
+from inventory import locks
+from inventory.errors import LockTimeout, LockUnavailable
+from orders.models import Order, Payment, PaymentEvent
+from orders.payments.local import local_event
+from orders.services import payment_event_process, payment_settle
+from tests.conftest import webhook_deliver
+from tests.faults.conftest import assert_books
+from tests.payments import place, start
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class LockHeldElsewhere:
+    """Another buyer's thread holds ``sku``'s lock until the block ends (a hot SKU's queue, compressed)."""
+
+    def __init__(self, sku: str):
+        self.sku, self.taken, self.done = sku, threading.Event(), threading.Event()
+
+    def _hold(self):
+        with locks.sku_locks([self.sku]):
+            self.taken.set()
+            self.done.wait(30)
+
+    def __enter__(self):
+        self.thread = threading.Thread(target=self._hold)
+        self.thread.start()
+        assert self.taken.wait(10)
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.thread.join(10)
+
+
+def charged(payment: Payment) -> Payment:
+    return Payment.objects.get(pk=payment.pk)
+
+
+def test_a_success_while_the_lock_is_busy_is_retried_and_then_applied_never_refunded(
+    make_product, customer, provider, settings
+):
+    settings.LOCK_WAIT_SECONDS = 0.3
+    mug = make_product(sku="MUG", stock=5)
+    order = place(customer, "k")
+    payment = start(order)
+
+    with LockHeldElsewhere("MUG"), pytest.raises(LockTimeout):  # the task's retry catches it
+        webhook_deliver(local_event("checkout.session.completed", payment=payment))
+    assert charged(payment).state == Payment.State.CHARGED and provider.refunds == []
+    assert PaymentEvent.objects.get().processed_at is None  # the retry (or the event sweep) runs it again
+
+    payment_event_process(event=PaymentEvent.objects.get())  # the retry, the lock free again
+
+    assert Order.objects.get(pk=order.pk).status == Order.Status.PAID
+    assert charged(payment).state == Payment.State.CAPTURED and provider.refunds == []
+    assert_books(mug)
+
+
+def test_the_settle_sweep_leaves_a_charge_charged_while_the_lock_is_busy(make_product, customer, provider, settings):
+    settings.LOCK_WAIT_SECONDS = 0.3
+    mug = make_product(sku="MUG", stock=5)
+    payment = start(place(customer, "k"))
+    Payment.objects.filter(pk=payment.pk).update(state=Payment.State.CHARGED, provider_payment="pi_1")
+
+    with LockHeldElsewhere("MUG"), pytest.raises(LockTimeout):
+        payment_settle(payment=payment)
+    assert charged(payment).state == Payment.State.CHARGED and provider.refunds == []
+
+    assert payment_settle(payment=payment).state == Payment.State.CAPTURED
+    assert provider.refunds == []
+    assert_books(mug)
+
+
+def test_a_success_while_redis_is_down_is_retried_once_it_is_back_never_refunded(
+    make_product, customer, provider, private_redis_settings
+):
+    redis = private_redis_settings
+    mug = make_product(sku="MUG", stock=5)
+    order = place(customer, "k")
+    payment = start(order)
+
+    redis.kill()
+    with pytest.raises(LockUnavailable):
+        webhook_deliver(local_event("checkout.session.completed", payment=payment))
+    assert charged(payment).state == Payment.State.CHARGED and provider.refunds == []
+    redis.start()
+
+    payment_event_process(event=PaymentEvent.objects.get())
+
+    assert Order.objects.get(pk=order.pk).status == Order.Status.PAID and provider.refunds == []
+    assert_books(mug)
