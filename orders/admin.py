@@ -37,7 +37,17 @@ class PaymentInline(ReadOnlyAdminMixin, admin.TabularInline):
     """Every charge taken for the order and what became of it (captured, refunded, or not yet settled)."""
 
     model = Payment
-    fields = readonly_fields = ["provider", "reference", "amount", "state", "created_at", "updated_at"]
+    fields = readonly_fields = [
+        "provider",
+        "reference",
+        "amount",
+        "currency",
+        "state",
+        "amount_refunded",
+        "refund_restock",
+        "created_at",
+        "updated_at",
+    ]
 
 
 class OverdueFilter(admin.SimpleListFilter):
@@ -206,15 +216,25 @@ class OrderAdmin(SoftDeleteAdmin):
         self._refund(request, queryset, restock=False)
 
     def _refund(self, request, queryset, *, restock: bool) -> None:
-        refunded, refused = [], []
+        refunded, sent, refused = [], [], []
         for order in queryset:
             try:
-                refunded.append(order_refund(order=order, restock=restock, actor=request.user).number)
+                order = order_refund(order=order, restock=restock, actor=request.user)
             except DomainError as exc:
                 refused.append(f"{order.number} ({exc.code}: {exc.detail})")
+                continue
+            (refunded if order.status == Order.Status.REFUNDED else sent).append(order.number)
+        restocked = "; their units are back on hand" if restock else ""
         if refunded:
-            restocked = "; their units are back on hand" if restock else ""
             self.message_user(request, f"Refunded {len(refunded)} order(s){restocked}: {', '.join(refunded)}.")
+        if sent:
+            then = " and their units go back on hand" if restock else ""
+            self.message_user(
+                request,
+                f"Refund sent to the provider for {', '.join(sent)}; they turn refunded{then} when the provider "
+                "confirms it (the stock was busy just now).",
+                messages.WARNING,
+            )
         if refused:
             self.message_user(request, "Not refunded: " + "; ".join(refused), messages.ERROR)
 

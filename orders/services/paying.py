@@ -168,10 +168,12 @@ def order_refund(*, order: Order, restock: bool, actor=None) -> Order:
         if not claimed:  # refunded in the provider's dashboard meanwhile: its webhook is on its way
             raise OrderNotRefundable(number=order.number, status=order.status)
     payment = Payment.objects.select_related("order").get(order=order, reference=order.payment_reference)
-    _payment_refund(payment)
-    order = order_reload(order)
-    logger.info("order %s refunded (%s)%s", order, payment, ", its units restocked" if restock else "")
-    return order
+    provider_for(payment.provider).refund(payment=payment)  # idempotent per payment: a retry refunds once
+    try:
+        _payment_refunded(payment, refunded=None)
+    except TRANSIENT as busy:  # the provider's webhook, or the settle sweep, finishes it
+        logger.warning("order %s: refund of %s sent; finishing it waits (%s)", order, payment, busy)
+    return order_reload(order)
 
 
 def _payment_apply(order: Order, payment: Payment) -> tuple[Order, bool]:

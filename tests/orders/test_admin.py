@@ -15,11 +15,13 @@ from django.db import connections
 from django.urls import reverse
 from django.utils import timezone
 
+from inventory import locks
+from inventory.models import StockMovement
 from orders.admin import OrderAdmin
-from orders.models import Order
-from orders.payments.local import LocalProvider
+from orders.models import Order, Payment
+from orders.payments.local import LocalProvider, local_event
 from orders.services import order_cancel, order_expire, order_place
-from tests.conftest import assert_books_balance, messages_of, pay, stock_of
+from tests.conftest import assert_books_balance, messages_of, pay, stock_of, webhook_deliver
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -276,3 +278,65 @@ def test_restore_and_erase_of_deleted_orders(staff_admin, admin_client, make_pro
 
     assert messages_of(restore) == ["Restored 1 order."]
     assert listed(staff_admin) == {order.number}
+
+
+def refund_confirmed(payment) -> None:
+    """The provider's webhook confirming the whole refund of ``payment``."""
+    webhook_deliver(local_event("charge.refunded", payment=Payment.objects.get(pk=payment.pk)))
+
+
+@pytest.mark.parametrize("webhook_first", [False, True])
+def test_refund_and_restock_says_so_and_restocks_once_whoever_finishes_the_refund(
+    staff_admin, make_product, provider, webhook_first
+):
+    mug = make_product(sku="MUG", stock=5)
+    order = pay(place("MUG", 2, "a"))
+    payment = order.payments.get()
+    if webhook_first:  # the provider's confirmation is processed before staff's request returns
+        provider.during_refund = refund_confirmed
+
+    response = run_action(staff_admin, "refund_and_restock", order)
+    refund_confirmed(payment)  # (again) later: nothing more
+
+    assert messages_of(response) == [f"Refunded 1 order(s); their units are back on hand: {order.number}."]
+    assert Order.objects.get(pk=order.pk).status == Order.Status.REFUNDED
+    assert provider.refunds == [payment.reference]
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (5, 0)
+    assert StockMovement.objects.filter(reason="refund_restock").count() == 1
+    assert_books_balance(mug)
+
+
+def test_a_refund_the_busy_stock_holds_up_is_reported_as_sent_and_restocks_when_confirmed(
+    staff_admin, make_product, provider, settings
+):
+    settings.LOCK_WAIT_SECONDS = 0.3
+    mug = make_product(sku="MUG", stock=5)
+    order = pay(place("MUG", 2, "a"))
+    payment = order.payments.get()
+    busy = threading.Event()
+
+    def hold_the_lock_meanwhile(_payment):  # another buyer takes the SKU while the provider refunds
+        taken = threading.Event()
+
+        def hold():
+            with locks.sku_locks(["MUG"]):
+                taken.set()
+                busy.wait(30)
+            connections.close_all()
+
+        threading.Thread(target=hold).start()
+        assert taken.wait(10)
+
+    provider.during_refund = hold_the_lock_meanwhile
+    response = run_action(staff_admin, "refund_and_restock", order)
+    busy.set()
+
+    assert messages_of(response) == [
+        f"Refund sent to the provider for {order.number}; they turn refunded and their units go back on hand "
+        "when the provider confirms it (the stock was busy just now)."
+    ]
+    assert Order.objects.get(pk=order.pk).status == Order.Status.PAID and stock_of(mug).on_hand == 3
+    refund_confirmed(payment)
+    assert Order.objects.get(pk=order.pk).status == Order.Status.REFUNDED
+    assert (stock_of(mug).on_hand, StockMovement.objects.filter(reason="refund_restock").count()) == (5, 1)
+    assert_books_balance(mug)
