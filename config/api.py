@@ -1,7 +1,7 @@
 """The API's wiring: one error shape for every app's refusals, pagination, the login throttle.
 
 Every refusal is ``{"code": ..., "detail": ..., "fields": {...}}`` plus the error's payload (for
-``insufficient_stock``, ``shortages``). Domain errors map to HTTP statuses here, in one table.
+``insufficient_stock``, ``shortages``). A domain error carries its own HTTP status (``status_code``).
 """
 
 import hashlib
@@ -16,39 +16,12 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from core.db import connection_lost
-from core.errors import DomainError
+from core.errors import DatabaseUnavailable, DomainError
 from core.throttling import CountingThrottle
 
 RETRY_AFTER_SECONDS = 1
-DATABASE_UNAVAILABLE = "The database connection failed. Retry with the same Idempotency-Key."
 
 logger = logging.getLogger(__name__)
-
-STATUS_BY_CODE = {
-    "invalid_input": 400,
-    "invalid_quantity": 400,
-    "duplicate_line": 400,
-    "unknown_sku": 400,
-    "product_unavailable": 400,
-    "idempotency_key_required": 400,
-    "order_not_found": 404,
-    "insufficient_stock": 409,
-    "stale_version": 409,
-    "below_reserved": 409,
-    "order_not_payable": 409,
-    "order_not_cancellable": 409,
-    "order_not_refundable": 409,
-    "order_expired": 409,
-    "sale_not_started": 409,
-    "limit_exceeded": 409,
-    "too_many_open_orders": 409,
-    "payment_not_applied": 409,
-    "ledger_inconsistent": 409,
-    # IETF draft "The Idempotency-Key HTTP Header Field": a key reused with another payload is 422.
-    "idempotency_conflict": 422,
-    "lock_timeout": 503,
-    "lock_unavailable": 503,
-}
 
 # DRF's own exceptions, renamed where their default code says less than ours.
 DRF_CODES = {"parse_error": "malformed_json", "invalid": "invalid_input"}
@@ -56,15 +29,11 @@ DRF_CODES = {"parse_error": "malformed_json", "invalid": "invalid_input"}
 
 def exception_handler(exc, context):
     """Render domain errors and DRF's errors in the one shape; 503s say when to retry."""
-    if isinstance(exc, DomainError):
-        body = exc.as_dict()
-        body.setdefault("fields", {})
-        code = STATUS_BY_CODE.get(exc.code, status.HTTP_400_BAD_REQUEST)
-        response = Response(body, status=code)
-    elif connection_lost(exc):
+    if connection_lost(exc):
         logger.error("database connection lost during %s: %s", context["request"].path, exc)
-        body = {"code": "database_unavailable", "detail": DATABASE_UNAVAILABLE, "fields": {}}
-        response = Response(body, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        exc = DatabaseUnavailable()
+    if isinstance(exc, DomainError):
+        response = Response(domain_error_body(exc), status=exc.status_code)
     else:
         response = drf_exception_handler(exc, context)
         if response is None:
@@ -73,6 +42,13 @@ def exception_handler(exc, context):
     if response.status_code == status.HTTP_503_SERVICE_UNAVAILABLE:
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return response
+
+
+def domain_error_body(exc: DomainError) -> dict:
+    """The API's body of a domain error: its code, detail and payload, and ``fields`` (empty unless it has some)."""
+    body = exc.as_dict()
+    body.setdefault("fields", {})
+    return body
 
 
 def _drf_error_body(exc, response) -> dict:

@@ -14,8 +14,9 @@ from django.template import loader
 from django.views import defaults
 from django.views.debug import SafeExceptionReporterFilter
 
-from config.api import DATABASE_UNAVAILABLE, RETRY_AFTER_SECONDS
+from config.api import RETRY_AFTER_SECONDS, domain_error_body
 from core.db import connection_lost
+from core.errors import DatabaseUnavailable
 
 API_PREFIX = "/api/"
 
@@ -104,10 +105,11 @@ def server_error(request):
 
 
 def _database_unavailable(request) -> HttpResponse:
+    error = DatabaseUnavailable()
     if _is_api(request):
-        response = _api_error(503, "database_unavailable", DATABASE_UNAVAILABLE)
+        response = JsonResponse(domain_error_body(error), status=error.status_code)
     else:
         # No context processors: they may need the database that just went away.
-        response = HttpResponse(loader.get_template("503.html").render(), status=503)
+        response = HttpResponse(loader.get_template("503.html").render(), status=error.status_code)
     response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return response

@@ -1,5 +1,7 @@
 """The catalog's domain errors: SKUs that name no product, or one that is not for sale (yet)."""
 
+from http import HTTPStatus
+
 from core.errors import DomainError
 
 
@@ -17,4 +19,8 @@ class SaleNotStarted(DomainError):
     """``sku`` and ``starts_at``: when the sale opens, on the database's clock."""
 
     code = "sale_not_started"
+    status_code = HTTPStatus.CONFLICT
     default_detail = "The sale of this product has not started yet."
+
+    def explain(self) -> str:
+        return f"The sale of {self.payload['sku']} opens at {self.payload['starts_at']}."
