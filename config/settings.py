@@ -254,6 +254,10 @@ SHOP_URL = env("SHOP_URL", default=f"http://127.0.0.1:{env.int('PORT', default=8
 # orders changed within the window.
 ORDER_EMAIL_SWEEP_SECONDS = env.float("ORDER_EMAIL_SWEEP_SECONDS", default=5)
 ORDER_EMAIL_WINDOW_SECONDS = env.int("ORDER_EMAIL_WINDOW_SECONDS", default=24 * 3600)
+# An emailed order link shows the order (never pays or cancels it) for this long after it was sent.
+ORDER_LINK_MAX_AGE_SECONDS = env.int("ORDER_LINK_MAX_AGE_SECONDS", default=3 * 24 * 3600)
+if ORDER_LINK_MAX_AGE_SECONDS <= 0:
+    raise environ.ImproperlyConfigured("ORDER_LINK_MAX_AGE_SECONDS must be positive: every order link would be expired")
 
 # A stored webhook event not processed this long after it arrived (its task was lost) is processed by a sweep.
 PAYMENT_EVENT_SWEEP_AFTER_SECONDS = env.float("PAYMENT_EVENT_SWEEP_AFTER_SECONDS", default=60)

@@ -56,17 +56,13 @@ class CheckoutSession:
         unconfirmed = self._session.get(SESSION_UNCONFIRMED, {})
         return unconfirmed[key] if email and key in unconfirmed else email
 
-    def add_guest_order(self, number: str) -> None:
-        """This browser may see, pay and cancel the guest order ``number`` from now on."""
-        self._session[SESSION_ORDERS] = [*self.guest_orders, number][-GUEST_ORDERS_KEPT:]
-
     def remember_order(self, *, key: str, number: str) -> None:
         """The page with ``key`` placed order ``number``: a second submit finds it, and a guest's browser may
         see, pay and cancel it from now on."""
         self._session[SESSION_CHECKOUT_KEYS] = {**self._session.get(SESSION_CHECKOUT_KEYS, {}), key: number}
         self._session.pop(SESSION_UNCONFIRMED, None)
         if self._guest:
-            self.add_guest_order(number)
+            self._session[SESSION_ORDERS] = [*self.guest_orders, number][-GUEST_ORDERS_KEPT:]
 
     def issue_key(self, *, unconfirmed: str | None = None, email: str = "") -> str:
         """The key to show the checkout page with: ``unconfirmed``, the key of a submit whose outcome is

@@ -86,6 +86,17 @@ class TooManyOpenOrders(DomainError):
     default_detail = "There are too many unpaid orders from here; pay or cancel one first."
 
 
+class OrderLinkExpired(DomainError):
+    """An emailed order link past ``ORDER_LINK_MAX_AGE_SECONDS``: it shows nothing of the order any more."""
+
+    code = "order_link_expired"
+    status_code = HTTPStatus.GONE
+    default_detail = (
+        "This order link has expired. Open the order from the browser you placed it with, "
+        "or log in if you ordered with an account."
+    )
+
+
 class AmountNotChargeable(DomainError):
     """``amount`` cannot be charged exactly in ``currency`` (a yen price with cents): refused before any charge."""
 

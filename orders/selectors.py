@@ -150,7 +150,7 @@ def payment_find_by_reference(*, reference: str, provider: str) -> Payment | Non
 
 
 def order_find_by_number(*, number: str) -> Order | None:
-    """Any customer's order, for staff."""
+    """Any customer's order, for staff (and for an order link whose signature names it)."""
     return Order.objects.filter(number=number).first()
 
 

@@ -3,6 +3,7 @@ explain themselves, and what the session keeps is ``orders.checkout``'s business
 
 from django import forms
 from django.contrib import messages
+from django.contrib.auth.views import redirect_to_login
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -10,8 +11,9 @@ from django.views.decorators.http import require_POST
 
 from core.errors import DomainError
 from orders.checkout import CheckoutSession, connection_loss_refused
-from orders.errors import IdempotencyConflict
+from orders.errors import IdempotencyConflict, OrderLinkExpired
 from orders.selectors import (
+    order_find_by_number,
     order_find_for_customer,
     order_list_for_visitor,
     payment_find_pending,
@@ -110,13 +112,36 @@ def _checkout_submitted(request, form: CheckoutForm, visitor: CheckoutSession) -
 
 
 def order_detail(request, number: str):
-    if order_link_check(number=number, key=request.GET.get("key", "")):
-        # The signed link of an order email: this browser may see the guest's order from now on.
-        CheckoutSession(request).add_guest_order(number)
-        return redirect("order-detail", number=number)
-    order = _order_for(request, number)
+    order = _own_order(request, number)
+    if order is None and "key" in request.GET:
+        return _order_by_link(request, number=number, key=request.GET["key"])
+    if order is None:
+        raise Http404("No such order.")
+    return _order_page(request, order, own=True)
+
+
+def _order_by_link(request, *, number: str, key: str):
+    """The signed link of an order email, opened where the order is not the visitor's own: a guest's order
+    is shown, with nothing to do on it; an account's order is shown once its owner logs in."""
+    try:
+        valid = order_link_check(number=number, key=key)
+    except OrderLinkExpired as exc:
+        return render(
+            request, "orders/order_link_expired.html", {"number": number, "error": exc}, status=exc.status_code
+        )
+    order = order_find_by_number(number=number) if valid else None
+    if order is None:
+        raise Http404("No such order.")
+    if order.customer_id is not None:
+        return redirect_to_login(reverse("order-detail", args=[number]))
+    return _order_page(request, order, own=False)
+
+
+def _order_page(request, order, *, own: bool):
+    """The order page; ``own`` (the browser that placed it, or the account that owns it) may pay and cancel."""
     context = {
         "order": order,
+        "own": own,
         "payment": payment_find_pending(order=order),
         "refunded": payment_find_refunded_late(order=order),
     }

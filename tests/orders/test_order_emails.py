@@ -2,8 +2,11 @@
 
 import email
 import re
+import time
 from datetime import timedelta
 from email import policy
+from unittest import mock
+from urllib.parse import urlsplit
 
 import pytest
 from aiosmtpd.controller import Controller
@@ -12,6 +15,7 @@ from django.utils import timezone
 
 from orders.models import Order, OrderEmail
 from orders.services import order_expire, order_pay, order_place, order_refund
+from orders.services.emails import order_link
 from orders.tasks import send_order_emails
 from tests.conftest import pay
 from tests.orders.services.test_payment_flow import succeed
@@ -119,3 +123,59 @@ def test_a_payment_that_came_too_late_is_refunded_and_the_buyer_told(make_produc
     messages = {message["Subject"]: message for message in inbox.take() if message["To"] == "late@example.com"}
     late = messages[f"Order {order.number}: your payment came too late and was refunded"]
     assert "refunded it in full" in text_of(late) and order.number in text_of(late)
+
+
+def link_path(order: Order, *, signed_ago: float = 0) -> str:
+    """The path (with its key) of the order's emailed link, as it was signed ``signed_ago`` seconds ago."""
+    with mock.patch("django.core.signing.time.time", return_value=time.time() - signed_ago):
+        link = urlsplit(order_link(order))
+    return f"{link.path}?{link.query}"
+
+
+def test_an_expired_order_link_is_refused_and_shows_nothing_of_the_order(make_product, settings):
+    settings.ORDER_LINK_MAX_AGE_SECONDS = 3600
+    make_product(sku="MUG", name="Logo mug", stock=10, price="12.50")
+    order = place("ann")
+
+    browser = Client()
+    opened = browser.get(link_path(order, signed_ago=3600 + 60), follow=True)
+
+    assert opened.status_code == 410 and "link has expired" in opened.content.decode()
+    assert "Logo mug" not in opened.content.decode() and "25.00" not in opened.content.decode()
+    assert browser.get(f"/orders/{order.number}/").status_code == 404  # nor did it let this browser in
+    assert browser.get(link_path(order, signed_ago=3600 - 60)).status_code == 200  # a link not yet expired opens
+
+
+def test_an_order_link_shows_a_guest_order_but_cannot_pay_or_cancel_it(make_product):
+    make_product(sku="MUG", name="Logo mug", stock=10, price="12.50")
+    order = place("ann")
+
+    browser = Client()  # another browser than the one that ordered
+    opened = browser.get(link_path(order), follow=True)
+
+    page = opened.content.decode()
+    assert opened.status_code == 200 and order.number in page and "Logo mug" in page
+    refused = [browser.post(f"/orders/{order.number}/{action}/").status_code for action in ("pay", "cancel")]
+    order.refresh_from_db()
+    assert order.status == Order.Status.AWAITING_PAYMENT and not order.payments.exists()
+    assert refused == [404, 404]  # as for any stranger
+    assert browser.get(f"/orders/{order.number}/").status_code == 404  # the link lets it see, not in
+    assert 'data-testid="pay"' not in page and "Cancel order" not in page  # nor offers what it cannot do
+
+
+def test_an_account_orders_link_leads_to_the_login_page_then_the_order(make_product, customer):
+    make_product(sku="MUG", name="Logo mug", stock=10, price="12.50")
+    order = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 2}], idempotency_key="alice")
+    detail = f"/orders/{order.number}/"
+
+    browser = Client()
+    opened = browser.get(link_path(order))
+
+    assert opened.status_code == 302 and opened["Location"] == f"/accounts/login/?next={detail}"
+    assert browser.get(detail).status_code == 404  # nothing shown before the login
+    logged_in = browser.post(
+        opened["Location"], {"username": "alice", "password": "pw-alice-123", "next": detail}, follow=True
+    )
+    assert logged_in.redirect_chain[-1][0] == detail
+    assert logged_in.status_code == 200 and "Logo mug" in logged_in.content.decode()
+    assert 'data-testid="pay"' in logged_in.content.decode()  # the account that owns it may pay
