@@ -131,11 +131,12 @@ def order_count_open_guest(*, client_address: str = "", numbers=()) -> int:
     return max(from_address, from_browser)
 
 
-def payment_find_pending(*, order: Order) -> Payment | None:
-    """The order's payment whose outcome the provider has yet to tell (the buyer may still be paying)."""
+def payment_find_in_progress(*, order: Order) -> Payment | None:
+    """The order's payment that may still pay it: pending (the buyer may still be paying) or charged and
+    about to be applied. While there is one, paying again returns it rather than starting another."""
     if order.status != Order.Status.AWAITING_PAYMENT:
         return None
-    return order.payments.filter(state=Payment.State.PENDING).last()
+    return order.payments.filter(state__in=[Payment.State.PENDING, Payment.State.CHARGED]).last()
 
 
 def payment_find_refunded_late(*, order: Order) -> Payment | None:

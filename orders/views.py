@@ -16,7 +16,7 @@ from orders.selectors import (
     order_find_by_number,
     order_find_for_customer,
     order_list_for_visitor,
-    payment_find_pending,
+    payment_find_in_progress,
     payment_find_refunded_late,
 )
 from orders.services import order_cancel, order_pay, order_place
@@ -142,7 +142,7 @@ def _order_page(request, order, *, own: bool):
     context = {
         "order": order,
         "own": own,
-        "payment": payment_find_pending(order=order),
+        "payment": payment_find_in_progress(order=order),
         "refunded": payment_find_refunded_late(order=order),
     }
     return render(request, "orders/order.html", context)
@@ -159,8 +159,8 @@ def order_pay_view(request, number: str):
     except DomainError as exc:
         messages.error(request, exc.explain())
         return redirect("order-detail", number=order.number)
-    if payment.state == payment.State.CAPTURED:
-        return redirect("order-detail", number=order.number)  # paid already: a late second click
+    if payment.state != payment.State.PENDING:
+        return redirect("order-detail", number=order.number)  # paid, or a charge being applied: nothing to pay
     return redirect(payment.redirect_url)
 
 

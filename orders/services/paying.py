@@ -23,7 +23,12 @@ from inventory.services import stock_commit, stock_reserve, stock_restock
 from orders.errors import OrderExpired, OrderNotPayable, OrderNotRefundable, PaymentNotApplied
 from orders.models import Order, Payment
 from orders.payments import PaymentOutcome, payment_provider, provider_for
-from orders.selectors import order_units_held, payment_list_checkouts_unpayable, payment_list_unsettled
+from orders.selectors import (
+    order_units_held,
+    payment_find_in_progress,
+    payment_list_checkouts_unpayable,
+    payment_list_unsettled,
+)
 from orders.services.lifecycle import Status, order_fail_payment, order_reload, order_transition
 from orders.services.limits import order_lines_check_limits
 from shop.selectors import product_map_orderable
@@ -31,8 +36,6 @@ from shop.selectors import product_map_orderable
 REFUND_RESTOCK = "refund_restock"  # the ledger reason of units a refund puts back on hand
 # Locks busy or unreachable: the charge waits for a retry, never a refund.
 TRANSIENT = (LockTimeout, LockUnavailable)
-# Payments that may still apply to their order: no second attempt starts while one exists.
-IN_PROGRESS = [Payment.State.PENDING, Payment.State.CHARGED]
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +59,7 @@ def order_pay(*, order: Order, return_url: str) -> Payment:
             raise OrderNotPayable(number=order.number, status=order.status)
         if order.status == Status.EXPIRED:
             _order_reserve_again(order)
-        if in_progress := order.payments.filter(state__in=IN_PROGRESS).last():
+        if in_progress := payment_find_in_progress(order=order):
             return in_progress  # a second click, or a charge about to apply: the same payment
         attempt = Payment.all_objects.filter(order=order).count() + 1
     provider, amount, currency = payment_provider(), order.total, settings.SHOP_CURRENCY  # the total sums the lines

@@ -16,6 +16,7 @@ from schemathesis.checks import positive_data_acceptance
 from schemathesis.generation import GenerationMode
 
 from config.wsgi import application
+from inventory.services import stock_restock
 from tests.conftest import client_for
 
 schema = schemathesis.openapi.from_wsgi("/api/schema/", application)
@@ -43,10 +44,11 @@ def _orders_for_real_skus(context, case):
 
 
 def _with_body(case, body, fresh_key):
-    """``case`` sending ``body``; a shop order goes with a usable Idempotency-Key (a random one is often blank)."""
+    """``case`` sending ``body`` with a fresh Idempotency-Key: a random one is often blank, and a short one
+    recurs from one example to the next, replaying an order an earlier example placed, so the next steps
+    would depend on what ran before (Hypothesis refuses such flaky data). Replays have tests of their own."""
     if body is not case.body:
-        key = case.headers.get("Idempotency-Key", "")
-        case.headers["Idempotency-Key"] = key if 1 <= len(key.strip()) <= 64 else str(fresh_key)
+        case.headers["Idempotency-Key"] = str(fresh_key)
     case.body = body
     return case
 
@@ -88,6 +90,8 @@ def test_a_customers_orders_keep_the_schema_and_never_fail_with_a_5xx(case, toke
 def test_orders_followed_through_their_links_keep_the_schema_and_never_fail(tokens, customer):
     """Place, then pay, cancel and read the order placed, in random sequences, as its customer."""
     answered = set()
+    # Every example finds the same stock: one that sold MUG out would change what the next one can do.
+    stock_restock(sku="MUG", quantity=10**6, reason="fuzz: ample for every example")
 
     # Refunds are staff's (fuzzed statelessly above): a customer's sequences leave them out.
     class Workflow(schema.exclude(path_regex="/refund/$").as_state_machine()):

@@ -270,6 +270,20 @@ def test_pay_or_decline_on_the_local_providers_page_and_cancel_from_the_order_pa
     assert_books_balance(mug)
 
 
+def test_while_a_charge_awaits_applying_the_page_says_processing_and_offers_no_second_payment(client, mug):
+    add_to_cart(client, "MUG")
+    client.post("/checkout/", {"email": "ann@example.com", "idempotency_key": checkout_key(client)})
+    number = Order.objects.get().number
+    client.post(f"/orders/{number}/pay/")
+    Payment.objects.update(state=Payment.State.CHARGED)  # the provider took the money; the stock lock is busy
+
+    page = client.get(f"/orders/{number}/").content.decode()
+    again = client.post(f"/orders/{number}/pay/")
+
+    assert "Payment processing" in page and 'data-testid="pay"' not in page and "Continue to payment" not in page
+    assert again["Location"] == f"/orders/{number}/" and Payment.objects.count() == 1
+
+
 def test_the_local_providers_page_is_gone_when_stripe_is_the_provider(client, mug, settings):
     add_to_cart(client, "MUG")
     client.post("/checkout/", {"email": "ann@example.com", "idempotency_key": checkout_key(client)})
