@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from core.clock import db_now
 from core.errors import DomainError
-from inventory.errors import InsufficientStock, LockTimeout, LockUnavailable
+from inventory.errors import InsufficientStock
 from inventory.section import stock_section
 from inventory.services import stock_commit, stock_reserve, stock_restock
 from orders.errors import OrderExpired, OrderNotPayable, OrderNotRefundable, PaymentNotApplied
@@ -34,8 +34,6 @@ from orders.services.limits import order_lines_check_limits
 from shop.selectors import product_map_orderable
 
 REFUND_RESTOCK = "refund_restock"  # the ledger reason of units a refund puts back on hand
-# Locks busy or unreachable: the charge waits for a retry, never a refund.
-TRANSIENT = (LockTimeout, LockUnavailable)
 
 logger = logging.getLogger(__name__)
 
@@ -113,10 +111,12 @@ def payment_succeeded(*, payment: Payment, outcome: PaymentOutcome) -> Payment:
     try:
         with stock_section(skus=payment.order.skus):
             _, applied = _payment_apply(payment.order, payment)
-    except TRANSIENT as busy:
-        logger.warning("payment %s for order %s waits: %s; retried, never refunded", payment, payment.order, busy)
-        raise
     except DomainError as refusal:
+        if refusal.transient:  # a busy or unreachable lock: the task retries, the settle sweep catches up
+            logger.warning(
+                "payment %s for order %s waits: %s; retried, never refunded", payment, payment.order, refusal
+            )
+            raise
         logger.warning("payment %s for order %s cannot be applied (%s): refunding it", payment, payment.order, refusal)
         applied = False
     except Exception:
@@ -174,7 +174,10 @@ def order_refund(*, order: Order, restock: bool, actor=None) -> Order:
     provider_for(payment.provider).refund(payment=payment)  # idempotent per payment: a retry refunds once
     try:
         _payment_refunded(payment, refunded=None)
-    except TRANSIENT as busy:  # the provider's webhook, or the settle sweep, finishes it
+    except DomainError as busy:
+        if not busy.transient:
+            raise
+        # The provider's webhook, or the settle sweep, finishes it.
         logger.warning("order %s: refund of %s sent; finishing it waits (%s)", order, payment, busy)
     return order_reload(order)
 
@@ -259,9 +262,9 @@ def payment_settle(*, payment: Payment) -> Payment:
         try:
             with stock_section(skus=payment.order.skus):
                 _, applied = _payment_apply(payment.order, payment)
-        except TRANSIENT:
-            raise
-        except DomainError:
+        except DomainError as refusal:
+            if refusal.transient:
+                raise
             applied = False
         if not applied:
             _payment_refund(payment)
@@ -278,10 +281,11 @@ def payment_list_settle(*, older_than: timedelta) -> int:
         try:
             payment_settle(payment=payment)
             settled += 1
-        except TRANSIENT as busy:
-            logger.warning("payment %s not settled yet (%s); retried by the next sweep", payment.reference, busy)
-        except Exception:
-            logger.exception("payment %s could not be settled; retried by the next sweep", payment.reference)
+        except Exception as exc:
+            if isinstance(exc, DomainError) and exc.transient:
+                logger.warning("payment %s not settled yet (%s); retried by the next sweep", payment.reference, exc)
+            else:
+                logger.exception("payment %s could not be settled; retried by the next sweep", payment.reference)
     return settled
 
 
