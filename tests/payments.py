@@ -17,6 +17,7 @@ class RecordingProvider(LocalProvider):
     during_refund = None
     checkouts: list = []
     refunds: list = []
+    expired: list = []
 
     def checkout_start(self, *, order, **checkout):
         RecordingProvider.checkouts.append({"order": order.number, "locks_held": locks.held_skus()})
@@ -31,9 +32,12 @@ class RecordingProvider(LocalProvider):
             hook, RecordingProvider.during_refund = RecordingProvider.during_refund, None
             hook(payment)
 
+    def checkout_expire(self, *, payment):
+        RecordingProvider.expired.append(payment.reference)
+
     @classmethod
     def reset(cls) -> None:
-        cls.checkouts, cls.refunds, cls.during_checkout, cls.during_refund = [], [], None, None
+        cls.checkouts, cls.refunds, cls.expired, cls.during_checkout, cls.during_refund = [], [], [], None, None
 
 
 def place(customer, key, quantity=2, sku="MUG"):

@@ -10,7 +10,13 @@ from core.errors import InvalidInput
 from inventory.models import StockMovement
 from orders.errors import OrderNotFound
 from orders.models import Order, Payment, PaymentEvent
-from orders.services import order_cancel, order_expire, order_place, payment_event_list_process
+from orders.services import (
+    order_cancel,
+    order_expire,
+    order_place,
+    payment_event_list_process,
+    payment_list_expire_checkouts,
+)
 from shop.errors import ProductUnavailable
 from tests.conftest import assert_books_balance, pay, stock_of, webhook_deliver
 from tests.payments import fail, place, start, succeed
@@ -208,3 +214,20 @@ def test_a_provider_that_fails_to_start_a_checkout_changes_nothing(make_product,
     assert Order.objects.get(pk=order.pk).status == Order.Status.AWAITING_PAYMENT
     assert stock_of(mug).reserved == 2 and not Payment.objects.exists()
     assert pay(order).status == Order.Status.PAID  # the buyer clicks again
+
+
+def test_the_sweep_expires_the_checkouts_of_orders_that_can_no_longer_be_paid(
+    make_product, customer, provider, settings
+):
+    make_product(sku="MUG", stock=20)
+    cancelled, long_expired, just_expired, open_ = (start(place(customer, key, quantity=1)) for key in "abcd")
+    order_cancel(order=cancelled.order)
+    for payment in (long_expired, just_expired):
+        Order.objects.filter(pk=payment.order.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+        order_expire(order=payment.order)
+    window = timedelta(seconds=settings.EXPIRED_ORDER_PAYABLE_SECONDS + 1)
+    Order.objects.filter(pk=long_expired.order.pk).update(expires_at=timezone.now() - window)
+
+    assert payment_list_expire_checkouts() == 2
+
+    assert sorted(provider.expired) == sorted([cancelled.reference, long_expired.reference])
