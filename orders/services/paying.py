@@ -229,7 +229,7 @@ def _payment_refunded(payment: Payment, *, refunded: Decimal | None) -> bool:
             logger.warning("payment %s for order %s: %s of %s refunded", payment, payment.order, total, payment.amount)
             return False
         Payment.objects.filter(pk=payment.pk).exclude(state=Payment.State.REFUNDED).update(state=Payment.State.REFUNDED)
-        order = order_reload(payment.order)
+        order = Order.all_objects.get(pk=payment.order_id)  # staff may have deleted a paid order since
         if order.payment_reference != payment.reference:
             return False  # a charge never applied: its order is not this payment's to refund
         if not order_transition(order, from_statuses=[Status.PAID], to=Status.REFUNDED):
