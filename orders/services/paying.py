@@ -205,11 +205,12 @@ def _payment_apply(order: Order, payment: Payment) -> tuple[Order, bool]:
     return order, True
 
 
-def _payment_refund(payment: Payment) -> None:
-    """Refund a charge through the provider it was made with: claimed for refunding first, so it is
-    refunded once (a charge never applied, or staff's refund of the payment that paid an order)."""
-    claimed = Payment.objects.filter(pk=payment.pk, state__in=[Payment.State.CHARGED, Payment.State.REFUNDING])
-    if not claimed.update(state=Payment.State.REFUNDING):
+def _payment_refund(payment: Payment, *, resume: bool = False) -> None:
+    """Refund a charge never applied, through the provider it was made with: claimed ``charged`` ->
+    ``refunding`` first, so one caller asks. ``resume``: finish a refund whose caller stopped midway
+    (the settle sweep); the provider's idempotency key makes a repeated request refund once."""
+    states = [Payment.State.REFUNDING] if resume else [Payment.State.CHARGED]
+    if not Payment.objects.filter(pk=payment.pk, state__in=states).update(state=Payment.State.REFUNDING):
         return
     provider_for(payment.provider).refund(payment=payment)
     if _payment_refunded(payment, refunded=None):
@@ -269,7 +270,7 @@ def payment_settle(*, payment: Payment) -> Payment:
         if not applied:
             _payment_refund(payment)
     elif payment.state == Payment.State.REFUNDING:
-        _payment_refund(payment)
+        _payment_refund(payment, resume=True)
     payment.refresh_from_db()
     return payment
 
