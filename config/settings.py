@@ -5,6 +5,7 @@ embedded Redis server (see ``config/embedded_redis.py``) that ``bin/run`` starts
 so every process shares one lock store and runs the same code path as in production.
 """
 
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -232,7 +233,9 @@ PAYMENT_PROVIDERS = {"stripe": "orders.payments.stripe.StripeProvider", "local":
 PAYMENT_PROVIDER = env("PAYMENT_PROVIDER", default="") or "local"
 if PAYMENT_PROVIDER not in PAYMENT_PROVIDERS:
     raise environ.ImproperlyConfigured(f"PAYMENT_PROVIDER must be one of {', '.join(PAYMENT_PROVIDERS)}")
-SHOP_CURRENCY = env("SHOP_CURRENCY", default="EUR")
+SHOP_CURRENCY = env("SHOP_CURRENCY", default="EUR").upper()
+if not re.fullmatch(r"[A-Z]{3}", SHOP_CURRENCY):
+    raise environ.ImproperlyConfigured("SHOP_CURRENCY must be an ISO 4217 code such as EUR, USD or JPY")
 STRIPE_SECRET_KEY = env("STRIPE_SECRET_KEY", default="")
 # Signs the webhooks: Stripe's endpoint secret; the local provider signs with it too. The default is
 # for development only (production refuses it).

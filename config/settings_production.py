@@ -12,6 +12,7 @@ from config.settings import (
     DEBUG,
     LOCAL_STRIPE_WEBHOOK_SECRET,
     PAYMENT_PROVIDER,
+    PAYMENT_PROVIDERS,
     REDIS_MODE,
     STRIPE_SECRET_KEY,
     STRIPE_WEBHOOK_SECRET,
@@ -26,6 +27,8 @@ if DEBUG:
         "DEBUG is on, which config.settings_production refuses: debug pages show code, settings and SQL "
         "to anyone. Unset DEBUG (use config.settings for local development)."
     )
+# Production has no local provider: its webhook endpoint would take Stripe-signed events too.
+PAYMENT_PROVIDERS = {name: path for name, path in PAYMENT_PROVIDERS.items() if name != "local"}
 if PAYMENT_PROVIDER == "local":
     raise ImproperlyConfigured(
         "PAYMENT_PROVIDER is local, which config.settings_production refuses: its page lets anyone pay "

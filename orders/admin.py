@@ -218,6 +218,9 @@ class OrderAdmin(SoftDeleteAdmin):
     def _refund(self, request, queryset, *, restock: bool) -> None:
         refunded, sent, refused = [], [], []
         for order in queryset:
+            if order.status == Order.Status.REFUNDED:
+                refused.append(f"{order.number} (refunded already: nothing done)")
+                continue
             try:
                 order = order_refund(order=order, restock=restock, actor=request.user)
             except DomainError as exc:

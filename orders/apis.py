@@ -158,7 +158,8 @@ class PaymentOutputSerializer(serializers.Serializer):
     provider = serializers.CharField()
     reference = serializers.CharField(help_text="The provider's id of the checkout.")
     state = serializers.CharField(
-        help_text="pending until the provider's webhook tells the outcome; then captured (paid), failed, refunded"
+        help_text="pending until the provider's webhook tells the outcome; charged (taken, being applied), then "
+        "captured (paid), failed, refunding, refunded, or review (another amount was charged: staff decide)"
     )
     amount = serializers.DecimalField(max_digits=12, decimal_places=2)
     redirect_url = serializers.CharField(help_text="Where the buyer pays (the provider's page).")
@@ -205,8 +206,9 @@ class OrderRefundApi(APIView):
     @extend_schema(
         operation_id="orders_refund",
         request=OrderRefundInputSerializer,
-        description="Refund a paid order in full through its provider (staff with refund_order). Twice: the same "
-        "order, refunded once.",
+        description="Refund a paid order in full through the provider it was paid with (staff with refund_order). "
+        "Twice: the same order, refunded once. The order answered is refunded, or still paid while the refund "
+        "waits for a busy stock lock: it turns refunded (restocked if asked) when the provider confirms.",
         responses={
             200: OrderOutputSerializer,
             400: OpenApiResponse(ErrorSerializer, description="invalid_input, malformed_json"),
@@ -214,6 +216,7 @@ class OrderRefundApi(APIView):
             403: OpenApiResponse(ErrorSerializer, description="permission_denied: not staff with refund_order"),
             404: NOT_FOUND,
             409: OpenApiResponse(ErrorSerializer, description="order_not_refundable: it is not paid"),
+            502: OpenApiResponse(ErrorSerializer, description="refund_failed: the provider refused; nothing changed"),
             503: BUSY,
         },
     )

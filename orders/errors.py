@@ -103,3 +103,11 @@ class AmountNotChargeable(DomainError):
     code = "amount_not_chargeable"
     status_code = HTTPStatus.CONFLICT
     default_detail = "This amount cannot be charged in the shop's currency; the shop needs to fix its prices."
+
+
+class RefundFailed(DomainError):
+    """The provider refused to refund (``reason``): nothing was refunded and the order stays paid."""
+
+    code = "refund_failed"
+    status_code = HTTPStatus.BAD_GATEWAY
+    default_detail = "The payment provider did not refund this order; nothing changed. See the log, then try again."

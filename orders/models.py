@@ -123,7 +123,7 @@ class Payment(BaseModel):
         REVIEW = "review", "Charged another amount or currency than asked: left for staff"
 
     order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="payments")
-    provider = models.CharField(max_length=20, default="local")
+    provider = models.CharField(max_length=20)
     attempt = models.PositiveIntegerField(default=1)  # the order's n-th payment: the provider's idempotency key
     reference = models.CharField(max_length=255, unique=True)  # the provider's checkout id
     redirect_url = models.CharField(max_length=2000, blank=True)  # where the buyer pays
@@ -139,6 +139,9 @@ class Payment(BaseModel):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING, db_index=True)
+    # When the provider's success was recorded, on the database's clock: an expired order whose charge
+    # arrived within its payable window is revived for it however long a busy lock delays applying it.
+    charged_at = models.DateTimeField(null=True, blank=True)
 
     class Meta(BaseModel.Meta):
         ordering = ["id"]
@@ -157,16 +160,17 @@ class Payment(BaseModel):
 
 
 class PaymentEvent(BaseModel):
-    """A provider's webhook event, stored once (its id is unique) before it is processed by a task."""
+    """A provider's webhook event, stored once (its id is unique per provider) before it is processed by a task."""
 
     provider = models.CharField(max_length=20)
-    event_id = models.CharField(max_length=255, unique=True)
+    event_id = models.CharField(max_length=255)
     type = models.CharField(max_length=100)
     payload = models.JSONField()
     processed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta(BaseModel.Meta):
         ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["provider", "event_id"], name="payment_event_once_per_provider")]
 
     def __str__(self):
         return f"{self.type} {self.event_id}"

@@ -3,7 +3,7 @@
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Q, QuerySet, Sum
+from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -20,9 +20,16 @@ FINAL_STATUSES = [
 ]
 
 
+def order_charge_waiting() -> Exists:
+    """Whether an order has a charge taken and not yet applied (its stock lock was busy): such an order
+    is not expired, so a lock that is only busy never costs the buyer the stock they paid for."""
+    return Exists(Payment.objects.filter(order=OuterRef("pk"), state=Payment.State.CHARGED))
+
+
 def order_list_overdue() -> QuerySet[Order]:
-    """Unpaid orders past their reservation's expiry, oldest first."""
-    return Order.objects.filter(status=Order.Status.AWAITING_PAYMENT, expires_at__lte=Now()).order_by("pk")
+    """Unpaid orders past their reservation's expiry and not waiting for a charge to apply, oldest first."""
+    overdue = Order.objects.filter(status=Order.Status.AWAITING_PAYMENT, expires_at__lte=Now())
+    return overdue.exclude(order_charge_waiting()).order_by("pk")
 
 
 def order_list_deletable() -> QuerySet[Order]:
@@ -97,7 +104,7 @@ def payment_list_unsettled(*, older_than: timedelta) -> QuerySet:
     """Charges neither applied nor refunded (their payer died or lost the database) for ``older_than``."""
     return Payment.objects.filter(
         state__in=[Payment.State.CHARGED, Payment.State.REFUNDING], updated_at__lt=timezone.now() - older_than
-    ).order_by("pk")
+    ).order_by("pk")[:500]
 
 
 def order_units_held(*, buyers, product_ids) -> dict[tuple[str, int], int]:
@@ -159,8 +166,8 @@ def payment_find_for_outcome(*, provider: str, outcome) -> Payment | None:
     """The payment a provider's event is about: by its checkout, else by the metadata we gave the
     provider (order number and attempt), else by the provider's id of the money movement."""
     payments = Payment.objects.select_related("order").filter(provider=provider)
-    if outcome.checkout and (found := payments.filter(reference=outcome.checkout).first()):
-        return found
+    if outcome.checkout:  # a checkout names its payment: never another payment of the same order
+        return payments.filter(reference=outcome.checkout).first()
     if outcome.order_number and outcome.attempt is not None:
         if found := payments.filter(order__number=outcome.order_number, attempt=outcome.attempt).first():
             return found

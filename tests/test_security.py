@@ -60,6 +60,13 @@ def test_check_deploy_passes_behind_a_tls_terminating_proxy():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_production_takes_a_currency_in_any_case_and_has_no_local_payment_webhook():
+    code = "from django.conf import settings as s; print(s.SHOP_CURRENCY, sorted(s.PAYMENT_PROVIDERS))"
+    result = run_manage("shell", "-c", code, SHOP_CURRENCY="eur")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "EUR ['stripe']"
+
+
 def test_the_production_settings_are_https_only():
     code = (
         "from django.conf import settings as s; "
@@ -84,6 +91,7 @@ def test_the_production_settings_are_https_only():
         ({"PAYMENT_PROVIDER": ""}, "PAYMENT_PROVIDER is local, which config.settings_production refuses"),
         ({"STRIPE_SECRET_KEY": ""}, "Set STRIPE_SECRET_KEY"),
         ({"STRIPE_WEBHOOK_SECRET": ""}, "Set STRIPE_WEBHOOK_SECRET"),
+        ({"SHOP_CURRENCY": "EURO"}, "SHOP_CURRENCY must be an ISO 4217 code"),
     ],
     ids=[
         "debug",
@@ -95,6 +103,7 @@ def test_the_production_settings_are_https_only():
         "provider-left-to-the-default",
         "no-stripe-key",
         "webhook-secret-left-to-the-default",
+        "not-a-currency",
     ],
 )
 def test_the_production_settings_refuse_to_start_when_unsafe(env, message):

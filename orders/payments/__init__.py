@@ -29,7 +29,8 @@ class Checkout:
 
 class Outcome(enum.StrEnum):
     SUCCEEDED = "succeeded"  # the money was taken
-    FAILED = "failed"  # declined, or the checkout expired unpaid
+    FAILED = "failed"  # declined: the order's payment failed
+    CLOSED = "closed"  # the checkout expired unpaid: this payment is over, the order may be paid again
     REFUNDED = "refunded"  # some or all of the money went back (``PaymentOutcome.refunded`` says how much)
 
 
@@ -61,14 +62,16 @@ class PaymentProvider(Protocol):
         provider allows); the same order and attempt give the same checkout (idempotent).
         ``AmountNotChargeable`` if the provider cannot charge ``amount`` in ``currency`` exactly."""
 
-    def checkout_expire(self, *, payment) -> None:
-        """Stop the payment's checkout taking money; its failure arrives as a webhook. Idempotent."""
+    def checkout_expire(self, *, payment) -> bool:
+        """Stop the payment's checkout taking money. Idempotent. True if it is closed now (else its
+        webhook tells: closed, or paid just before)."""
 
     def refund(self, *, payment) -> None:
         """Refund what is left of the payment; asked twice, it refunds once. The outcome arrives as a webhook."""
 
     def webhook_verify(self, payload: bytes, headers) -> dict:
-        """The event a webhook carries, once its signature checks out; ``WebhookRefused`` otherwise."""
+        """The event a webhook carries, once its signature checks out; ``WebhookRefused`` otherwise. The
+        event has a string ``id``, unique for this provider, and a string ``type``."""
 
     def event_outcome(self, event: dict) -> PaymentOutcome | None:
         """What a verified event says about a payment; None for an event that is about none."""

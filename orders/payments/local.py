@@ -35,8 +35,9 @@ class LocalProvider:
         reference = f"cs_local_{digest.hexdigest()[:24]}"
         return Checkout(reference=reference, redirect_url=reverse("local-checkout", args=[reference]))
 
-    def checkout_expire(self, *, payment) -> None:
+    def checkout_expire(self, *, payment) -> bool:
         self.webhook_send("checkout.session.expired", payment=payment)
+        return False  # its webhook tells
 
     def refund(self, *, payment) -> None:
         self.webhook_send("charge.refunded", payment=payment)
@@ -64,7 +65,7 @@ def local_event(event_type: str, *, payment) -> dict:
         amount = minor_units(payment.amount, payment.currency)
         obj = {
             "object": "charge",
-            "id": f"ch_local_{payment.reference[9:]}",
+            "id": f"ch_local_{payment.reference.removeprefix('cs_local_')}",
             "payment_intent": payment_intent,
             "amount": amount,
             "amount_refunded": amount,

@@ -5,8 +5,9 @@ points the library elsewhere (tests use a fake); ``STRIPE_WEBHOOK_SECRET`` verif
 import hmac
 import json
 import logging
+import math
 import time
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import stripe
@@ -26,12 +27,13 @@ WHOLE_UNITS_ONLY = frozenset({"ISK"})  # two decimals on the wire, but only whol
 # Stripe keeps a checkout session open at least this long and at most this long after it is created.
 SESSION_MIN_LIFE = timedelta(minutes=31)  # Stripe's minimum is 30 minutes; a minute for the clocks
 SESSION_MAX_LIFE = timedelta(hours=24)
+SESSION_ROUNDING = timedelta(minutes=10)
 
 EVENT_OUTCOMES = {
     "checkout.session.completed": Outcome.SUCCEEDED,  # only with payment_status "paid"
     "checkout.session.async_payment_succeeded": Outcome.SUCCEEDED,
     "checkout.session.async_payment_failed": Outcome.FAILED,
-    "checkout.session.expired": Outcome.FAILED,
+    "checkout.session.expired": Outcome.CLOSED,
     "charge.refunded": Outcome.REFUNDED,
 }
 
@@ -58,6 +60,18 @@ def minor_units(amount: Decimal, currency: str) -> int:
 def major_units(minor: int, currency: str) -> Decimal:
     """A Stripe amount in ``currency``'s minor unit, back in its major unit."""
     return Decimal(minor).scaleb(-_exponent(currency))
+
+
+def _session_expiry(payable_until: datetime) -> datetime:
+    """When the session closes: at ``payable_until`` if Stripe allows it, else as near as it allows,
+    rounded up to SESSION_ROUNDING so that a second click within it sends the same parameters under
+    the same idempotency key (Stripe refuses a reused key with other parameters)."""
+    now = timezone.now()
+    earliest = now + SESSION_MIN_LIFE
+    if payable_until >= earliest:
+        return min(payable_until, now + SESSION_MAX_LIFE - SESSION_ROUNDING)
+    step = SESSION_ROUNDING.total_seconds()
+    return datetime.fromtimestamp(math.ceil(earliest.timestamp() / step) * step, tz=UTC)
 
 
 def webhook_sign(payload: bytes, *, secret: str, timestamp: int | None = None) -> str:
@@ -102,11 +116,11 @@ def event_outcome(event: dict) -> PaymentOutcome | None:
         amount = major_units(total, currency) if isinstance(total, int) and currency else None
         return PaymentOutcome(kind, checkout=obj["id"], amount=amount, currency=currency.upper(), **found)
     if obj.get("object") == "charge" and kind == Outcome.REFUNDED:
-        currency, charged, refunded = obj.get("currency"), obj.get("amount"), obj.get("amount_refunded")
-        partial = (
-            isinstance(currency, str) and isinstance(charged, int) and isinstance(refunded, int) and refunded < charged
-        )
-        return PaymentOutcome(kind, refunded=major_units(refunded, currency) if partial else None, **found)
+        if obj.get("refunded") is True:  # all of it
+            return PaymentOutcome(kind, **found)
+        currency, refunded = obj.get("currency"), obj.get("amount_refunded")
+        if isinstance(currency, str) and isinstance(refunded, int):  # a part, so far
+            return PaymentOutcome(kind, refunded=major_units(refunded, currency), **found)
     return None
 
 
@@ -124,8 +138,7 @@ class StripeProvider:
         self, *, order, attempt: int, amount: Decimal, currency: str, return_url: str, payable_until: datetime
     ) -> Checkout:
         metadata = payment_metadata(order, attempt)
-        now = timezone.now()
-        expires_at = min(max(payable_until, now + SESSION_MIN_LIFE), now + SESSION_MAX_LIFE)
+        expires_at = _session_expiry(payable_until)
         session = self._client().v1.checkout.sessions.create(
             params={
                 "mode": "payment",
@@ -151,22 +164,28 @@ class StripeProvider:
         )
         return Checkout(reference=session.id, redirect_url=session.url)
 
-    def checkout_expire(self, *, payment) -> None:
+    def checkout_expire(self, *, payment) -> bool:
         try:
-            self._client().v1.checkout.sessions.expire(
+            session = self._client().v1.checkout.sessions.expire(
                 payment.reference, options={"idempotency_key": f"expire-{payment.reference}"}
             )
         except stripe.InvalidRequestError as exc:  # completed or expired already: its webhook tells which
             logger.info("checkout %s not expired: %s", payment.reference, exc.user_message or exc)
+            return False
+        return session.status == "expired"
 
     def refund(self, *, payment) -> None:
-        self._client().v1.refunds.create(
-            params={
-                "payment_intent": payment.provider_payment,
-                "metadata": payment_metadata(payment.order, payment.attempt),
-            },
-            options={"idempotency_key": f"refund-{payment.reference}"},
-        )
+        try:
+            self._client().v1.refunds.create(
+                params={
+                    "payment_intent": payment.provider_payment,
+                    "metadata": payment_metadata(payment.order, payment.attempt),
+                },
+                options={"idempotency_key": f"refund-{payment.reference}"},
+            )
+        except stripe.InvalidRequestError as exc:
+            if exc.code != "charge_already_refunded":  # refunded in the dashboard: its webhook is on its way
+                raise
 
     def webhook_verify(self, payload: bytes, headers) -> dict:
         return webhook_event_verify(payload, headers.get("Stripe-Signature", ""))

@@ -7,6 +7,7 @@ from orders.services.lifecycle import order_cancel, order_expire, order_fail_pay
 from orders.services.paying import (
     order_pay,
     order_refund,
+    payment_closed,
     payment_failed,
     payment_list_expire_checkouts,
     payment_list_settle,
@@ -32,6 +33,7 @@ __all__ = [
     "payment_event_list_process",
     "payment_event_process",
     "payment_event_receive",
+    "payment_closed",
     "payment_failed",
     "payment_list_expire_checkouts",
     "payment_list_settle",

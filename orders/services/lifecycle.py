@@ -19,6 +19,7 @@ from orders.errors import (
     OrderNotFound,
 )
 from orders.models import Order
+from orders.selectors import order_charge_waiting
 
 Status = Order.Status
 
@@ -46,11 +47,11 @@ def order_reload(order: Order) -> Order:
 
 
 def order_expire(*, order: Order) -> bool:
-    """Expire an overdue unpaid order and release its stock. False if it was paid, cancelled or not yet due."""
+    """Expire an overdue unpaid order and release its stock. False if it was paid, cancelled, not yet due,
+    or a charge for it waits to be applied (``order_charge_waiting``)."""
     with stock_section(skus=order.skus):
-        if not Order.objects.filter(pk=order.pk, status=Status.AWAITING_PAYMENT, expires_at__lte=Now()).update(
-            status=Status.EXPIRED
-        ):
+        due = Order.objects.filter(pk=order.pk, status=Status.AWAITING_PAYMENT, expires_at__lte=Now())
+        if not due.exclude(order_charge_waiting()).update(status=Status.EXPIRED):
             return False
         stock_release(order=order, reason=Reservation.ReleaseReason.EXPIRED)
     order.status = Status.EXPIRED

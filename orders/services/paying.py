@@ -13,6 +13,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from core.clock import db_now
@@ -20,7 +21,7 @@ from core.errors import DomainError
 from inventory.errors import InsufficientStock
 from inventory.section import stock_section
 from inventory.services import stock_commit, stock_reserve, stock_restock
-from orders.errors import OrderExpired, OrderNotPayable, OrderNotRefundable, PaymentNotApplied
+from orders.errors import OrderExpired, OrderNotPayable, OrderNotRefundable, PaymentNotApplied, RefundFailed
 from orders.models import Order, Payment
 from orders.payments import PaymentOutcome, payment_provider, provider_for
 from orders.selectors import (
@@ -103,7 +104,7 @@ def payment_succeeded(*, payment: Payment, outcome: PaymentOutcome) -> Payment:
             )  # fmt: skip
         return Payment.objects.get(pk=payment.pk)
     Payment.objects.filter(pk=payment.pk, state__in=[Payment.State.PENDING, Payment.State.FAILED]).update(
-        state=Payment.State.CHARGED, provider_payment=outcome.provider_payment
+        state=Payment.State.CHARGED, provider_payment=outcome.provider_payment, charged_at=Now()
     )
     payment = Payment.objects.select_related("order").get(pk=payment.pk)
     if payment.state != Payment.State.CHARGED:
@@ -140,6 +141,14 @@ def payment_failed(*, payment: Payment) -> Payment:
     return payment
 
 
+def payment_closed(*, payment: Payment) -> Payment:
+    """The payment's checkout closed unpaid (expired): the payment is over, the order is not failed: it
+    keeps its reservation until it expires, and its buyer may pay again meanwhile."""
+    Payment.objects.filter(pk=payment.pk, state=Payment.State.PENDING).update(state=Payment.State.FAILED)
+    payment.refresh_from_db()
+    return payment
+
+
 def payment_refund_confirmed(*, payment: Payment, refunded: Decimal | None = None) -> Payment:
     """The provider says ``refunded`` of the payment went back so far (None: all of it), ours or one made
     in its dashboard. Recorded; once all of it is refunded the payment is refunded (a success that
@@ -171,7 +180,13 @@ def order_refund(*, order: Order, restock: bool, actor=None) -> Order:
         if not claimed:  # refunded in the provider's dashboard meanwhile: its webhook is on its way
             raise OrderNotRefundable(number=order.number, status=order.status)
     payment = Payment.objects.select_related("order").get(order=order, reference=order.payment_reference)
-    provider_for(payment.provider).refund(payment=payment)  # idempotent per payment: a retry refunds once
+    try:
+        provider_for(payment.provider).refund(payment=payment)  # idempotent per payment: a retry refunds once
+    except Exception as exc:
+        # Nothing was refunded: the payment is captured again, and staff are told (no sweep retries it).
+        Payment.objects.filter(pk=payment.pk, state=Payment.State.REFUNDING).update(state=Payment.State.CAPTURED)
+        logger.exception("order %s: the provider refused to refund %s", order, payment)
+        raise RefundFailed(number=order.number, reason=str(exc)[:200]) from exc
     try:
         _payment_refunded(payment, refunded=None)
     except DomainError as busy:
@@ -189,7 +204,7 @@ def _payment_apply(order: Order, payment: Payment) -> tuple[Order, bool]:
     if order.status == Status.PAID:
         return order, order.payment_reference == payment.reference
     if order.status == Status.EXPIRED:  # the sweeper won while the gateway worked
-        _order_reserve_again(order)
+        _order_reserve_again(order, paid_at=payment.charged_at)
     if not Payment.objects.filter(pk=payment.pk, state=Payment.State.CHARGED).update(state=Payment.State.CAPTURED):
         raise PaymentNotApplied(number=order.number)  # a settle sweep or a refund refunded it meanwhile
     paid_now = order_transition(
@@ -238,19 +253,27 @@ def _payment_refunded(payment: Payment, *, refunded: Decimal | None) -> bool:
         payment = Payment.objects.get(pk=payment.pk)
         if payment.refund_restock:
             for line in order.lines_with_products():
-                stock_restock(
-                    sku=line.product.sku,
-                    quantity=line.quantity,
-                    reason=REFUND_RESTOCK,
-                    actor=payment.refund_requested_by,
-                )
+                _line_restock(line, actor=payment.refund_requested_by)
     logger.info(
         "order %s refunded with payment %s%s", order, payment, ", units restocked" if payment.refund_restock else ""
     )
     return True
 
 
-def payment_settle(*, payment: Payment) -> Payment:
+def _line_restock(line, *, actor) -> None:
+    """Put a refunded line's units back on hand. A line that cannot be restocked (its product deleted since)
+    is logged for staff and skipped: the money went back, and the refund is recorded regardless."""
+    try:
+        with transaction.atomic():
+            stock_restock(sku=line.product.sku, quantity=line.quantity, reason=REFUND_RESTOCK, actor=actor)
+    except DomainError as refusal:
+        logger.error(
+            "order %s refunded, but %d unit(s) of %s not restocked (%s): restock them by hand",
+            line.order_id, line.quantity, line.product.sku, refusal.as_text(),
+        )  # fmt: skip
+
+
+def payment_settle(*, payment: Payment, lock_wait: float | None = None) -> Payment:
     """Bring a charge to an end from what the database holds: captured stays; a charge never applied is
     applied now if its order can still be paid, else refunded; an interrupted refund is finished.
 
@@ -261,7 +284,7 @@ def payment_settle(*, payment: Payment) -> Payment:
     payment = Payment.objects.select_related("order").get(pk=payment.pk)
     if payment.state == Payment.State.CHARGED:
         try:
-            with stock_section(skus=payment.order.skus):
+            with stock_section(skus=payment.order.skus, lock_wait=lock_wait):
                 _, applied = _payment_apply(payment.order, payment)
         except DomainError as refusal:
             if refusal.transient:
@@ -280,7 +303,7 @@ def payment_list_settle(*, older_than: timedelta) -> int:
     settled = 0
     for payment in payment_list_unsettled(older_than=older_than):
         try:
-            payment_settle(payment=payment)
+            payment_settle(payment=payment, lock_wait=settings.SWEEP_LOCK_WAIT_SECONDS)
             settled += 1
         except Exception as exc:
             if isinstance(exc, DomainError) and exc.transient:
@@ -296,7 +319,8 @@ def payment_list_expire_checkouts(*, order_id: int | None = None) -> int:
     expired = 0
     for payment in payment_list_checkouts_unpayable(order_id=order_id):
         try:
-            provider_for(payment.provider).checkout_expire(payment=payment)
+            if provider_for(payment.provider).checkout_expire(payment=payment):
+                payment_closed(payment=payment)  # else its webhook tells: closed, or paid just before
             expired += 1
         except Exception:
             logger.exception("checkout %s could not be expired; retried by the next sweep", payment.reference)
@@ -305,12 +329,13 @@ def payment_list_expire_checkouts(*, order_id: int | None = None) -> int:
     return expired
 
 
-def _order_reserve_again(order: Order) -> None:
-    """Reserve an expired order's lines anew, if it may be revived (``_order_check_revivable``) and its
-    buyer stays within each product's limit per customer."""
+def _order_reserve_again(order: Order, *, paid_at=None) -> None:
+    """Reserve an expired order's lines anew, if it may be revived (``_order_check_revivable``, judged at
+    ``paid_at``: when its charge was taken, however long applying it waited) and its buyer stays within
+    each product's limit per customer."""
     now = db_now()
     products = product_map_orderable(skus=order.skus, now=now)
-    _order_check_revivable(order, products)
+    _order_check_revivable(order, products, at=paid_at or now)
     limited = {product.pk for product in products.values() if product.max_per_customer is not None}
     held = order_units_held(buyers={order.buyer}, product_ids=limited)
     order_lines_check_limits(
@@ -327,12 +352,12 @@ def _order_reserve_again(order: Order) -> None:
         raise OrderExpired(number=order.number, shortages=exc.payload["shortages"]) from exc
 
 
-def _order_check_revivable(order: Order, products: dict) -> None:
+def _order_check_revivable(order: Order, products: dict, *, at) -> None:
     """An expired order is paid as placed only within EXPIRED_ORDER_PAYABLE_SECONDS of its expiry (on the
     database's clock) and while every line's price is unchanged; otherwise ``OrderExpired`` with today's
     prices, and the buyer places a new order at them."""
     lines = order.lines_with_products()
-    too_late = db_now() > order.expires_at + timedelta(seconds=settings.EXPIRED_ORDER_PAYABLE_SECONDS)
+    too_late = at > order.expires_at + timedelta(seconds=settings.EXPIRED_ORDER_PAYABLE_SECONDS)
     if too_late or any(products[line.product.sku].price != line.unit_price for line in lines):
         prices = [{"sku": sku, "price": str(products[sku].price)} for sku in sorted(products)]
         raise OrderExpired(

@@ -17,7 +17,7 @@ from django.utils import timezone
 from orders.models import Payment, PaymentEvent
 from orders.payments import Outcome, PaymentOutcome, provider_for
 from orders.selectors import payment_find_for_outcome
-from orders.services.paying import payment_failed, payment_refund_confirmed, payment_succeeded
+from orders.services.paying import payment_closed, payment_failed, payment_refund_confirmed, payment_succeeded
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +77,7 @@ def payment_event_list_process(*, older_than: timedelta) -> int:
             done += 1
         except Exception:
             logger.exception("payment event %s could not be processed; retried by the next sweep", event.event_id)
+            PaymentEvent.objects.filter(pk=event.pk).update(updated_at=timezone.now())  # the others go first
     return done
 
 
@@ -88,8 +89,17 @@ def _failed(payment: Payment, _outcome: PaymentOutcome) -> None:
     payment_failed(payment=payment)
 
 
+def _closed(payment: Payment, _outcome: PaymentOutcome) -> None:
+    payment_closed(payment=payment)
+
+
 def _refunded(payment: Payment, outcome: PaymentOutcome) -> None:
     payment_refund_confirmed(payment=payment, refunded=outcome.refunded)
 
 
-_HANDLERS = {Outcome.SUCCEEDED: _succeeded, Outcome.FAILED: _failed, Outcome.REFUNDED: _refunded}
+_HANDLERS = {
+    Outcome.SUCCEEDED: _succeeded,
+    Outcome.FAILED: _failed,
+    Outcome.CLOSED: _closed,
+    Outcome.REFUNDED: _refunded,
+}

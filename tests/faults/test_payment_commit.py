@@ -108,7 +108,14 @@ def test_charges_a_dead_payer_left_unsettled_are_applied_or_refunded_by_the_swee
     order_cancel(order=cancelled)
     # Charged and recorded, then the payer died (or lost the database) before applying them.
     for order, reference in [(payable, "ch_a"), (cancelled, "ch_b"), (fresh, "ch_c")]:
-        Payment.objects.create(order=order, reference=reference, amount=order.total, state=Payment.State.CHARGED)
+        Payment.objects.create(
+            order=order,
+            provider="local",
+            reference=reference,
+            amount=order.total,
+            currency="EUR",
+            state=Payment.State.CHARGED,
+        )
     Payment.all_objects.exclude(reference="ch_c").update(
         updated_at=Payment.objects.get(reference="ch_c").updated_at - timedelta(minutes=5)
     )

@@ -2,14 +2,16 @@
 or the settle sweep applies it once the lock is back. Only an order that truly cannot be paid refunds."""
 
 import threading
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from inventory import locks
 from inventory.errors import LockTimeout, LockUnavailable
 from orders.models import Order, Payment, PaymentEvent
 from orders.payments.local import local_event
-from orders.services import payment_event_process, payment_settle
+from orders.services import order_expire, order_release_expired, payment_event_process, payment_settle
 from tests.conftest import webhook_deliver
 from tests.faults.conftest import assert_books
 from tests.payments import place, start
@@ -91,6 +93,45 @@ def test_a_success_while_redis_is_down_is_retried_once_it_is_back_never_refunded
         webhook_deliver(local_event("checkout.session.completed", payment=payment))
     assert charged(payment).state == Payment.State.CHARGED and provider.refunds == []
     redis.start()
+
+    payment_event_process(event=PaymentEvent.objects.get())
+
+    assert Order.objects.get(pk=order.pk).status == Order.Status.PAID and provider.refunds == []
+    assert_books(mug)
+
+
+def test_an_order_whose_charge_waits_for_the_lock_is_not_expired_meanwhile(make_product, customer, provider, settings):
+    settings.LOCK_WAIT_SECONDS = 0.3
+    mug = make_product(sku="MUG", stock=5)
+    order = place(customer, "k")
+    payment = start(order)
+    with LockHeldElsewhere("MUG"), pytest.raises(LockTimeout):
+        webhook_deliver(local_event("checkout.session.completed", payment=payment))
+    Order.objects.filter(pk=order.pk).update(expires_at=timezone.now() - timedelta(seconds=1))  # time passes
+
+    assert order_release_expired(batch_size=10).done == 0 and not order_expire(order=order)
+    payment_event_process(event=PaymentEvent.objects.get())  # the retry
+
+    assert Order.objects.get(pk=order.pk).status == Order.Status.PAID and provider.refunds == []
+    assert_books(mug)
+
+
+def test_a_charge_taken_within_the_payable_window_revives_its_order_however_late_it_is_applied(
+    make_product, customer, provider, settings
+):
+    settings.LOCK_WAIT_SECONDS = 0.3
+    mug = make_product(sku="MUG", stock=5)
+    order = place(customer, "k")
+    payment = start(order)
+    Order.objects.filter(pk=order.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert order_expire(order=order)  # expired before the buyer paid, still within its payable window
+    with LockHeldElsewhere("MUG"), pytest.raises(LockTimeout):
+        webhook_deliver(local_event("checkout.session.completed", payment=payment))
+    # Time passes: the order expired 80 minutes ago, the charge came 10 minutes after that, and the lock
+    # stayed busy until now, past the payable window (60 minutes after the expiry).
+    now = timezone.now()
+    Order.objects.filter(pk=order.pk).update(expires_at=now - timedelta(minutes=80))
+    Payment.objects.filter(pk=payment.pk).update(charged_at=now - timedelta(minutes=70))
 
     payment_event_process(event=PaymentEvent.objects.get())
 

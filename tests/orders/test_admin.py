@@ -340,3 +340,14 @@ def test_a_refund_the_busy_stock_holds_up_is_reported_as_sent_and_restocks_when_
     assert Order.objects.get(pk=order.pk).status == Order.Status.REFUNDED
     assert (stock_of(mug).on_hand, StockMovement.objects.filter(reason="refund_restock").count()) == (5, 1)
     assert_books_balance(mug)
+
+
+def test_refunding_an_order_refunded_already_says_so_and_restocks_nothing(staff_admin, make_product, provider):
+    mug = make_product(sku="MUG", stock=5)
+    order = pay(place("MUG", 2, "a"))
+    refund_confirmed(order.payments.get())  # refunded in the provider's dashboard
+
+    response = run_action(staff_admin, "refund_and_restock", order)
+
+    assert messages_of(response) == [f"Not refunded: {order.number} (refunded already: nothing done)"]
+    assert stock_of(mug).on_hand == 3 and provider.refunds == []

@@ -139,7 +139,8 @@ def test_a_refund_made_in_stripes_dashboard_refunds_the_order(client, make_produ
     make_product(sku="MUG", stock=5)
     order, _ = paid_through_stripe(client, quantity=1, payment_intent="pi_2")
 
-    refunded = {"object": "charge", "id": "ch_2", "payment_intent": "pi_2"}
+    refunded = {"object": "charge", "id": "ch_2", "payment_intent": "pi_2", "refunded": True, "currency": "eur"}
+    refunded |= {"amount": 999, "amount_refunded": 999}
     assert stripe_webhook(client, "charge.refunded", refunded) == 200
 
     assert Order.objects.get(pk=order.pk).status == "refunded" and Payment.objects.get().state == "refunded"

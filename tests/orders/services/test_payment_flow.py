@@ -10,6 +10,7 @@ from core.errors import InvalidInput
 from inventory.models import StockMovement
 from orders.errors import OrderNotFound
 from orders.models import Order, Payment, PaymentEvent
+from orders.payments.local import local_event
 from orders.services import (
     order_cancel,
     order_expire,
@@ -231,3 +232,16 @@ def test_the_sweep_expires_the_checkouts_of_orders_that_can_no_longer_be_paid(
     assert payment_list_expire_checkouts() == 2
 
     assert sorted(provider.expired) == sorted([cancelled.reference, long_expired.reference])
+
+
+def test_a_checkout_that_closed_unpaid_leaves_the_order_payable_again(make_product, customer, provider):
+    mug = make_product(sku="MUG", stock=5)
+    order = place(customer, "k")
+    first = start(order)
+
+    webhook_deliver(local_event("checkout.session.expired", payment=first))
+
+    assert Order.objects.get(pk=order.pk).status == Order.Status.AWAITING_PAYMENT
+    assert Payment.objects.get(pk=first.pk).state == Payment.State.FAILED
+    second = start(order)
+    assert second.attempt == 2 and stock_of(mug).reserved == 2

@@ -6,6 +6,7 @@ from decimal import Decimal
 import pytest
 
 from inventory.models import StockMovement
+from orders.errors import RefundFailed
 from orders.models import Order, OrderEmail, Payment
 from orders.payments.local import local_event
 from orders.services import order_refund
@@ -38,7 +39,9 @@ def paid_order(make_product, customer, *, stock=5):
 def late_second_payment(order: Order) -> Payment:
     """A second payment of an order paid meanwhile by its first (the buyer paid in two tabs)."""
     reference = f"cs_local_second_{order.number}"
-    return Payment.objects.create(order=order, attempt=2, reference=reference, amount=Decimal("5.00"), currency="EUR")
+    return Payment.objects.create(
+        order=order, provider="local", attempt=2, reference=reference, amount=Decimal("5.00"), currency="EUR"
+    )
 
 
 def test_paying_again_while_a_charge_awaits_applying_returns_that_payment(make_product, customer, provider):
@@ -136,3 +139,34 @@ def test_a_refund_that_arrives_before_its_success_is_kept_and_the_success_never_
     assert Payment.objects.get(pk=payment.pk).state == Payment.State.REFUNDED
     assert provider.refunds == []  # refunded already: nothing to refund again
     assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (5, 2)
+
+
+def test_a_refund_whose_product_was_deleted_since_is_recorded_and_the_rest_restocked(
+    make_product, customer, provider, caplog
+):
+    mug, order, payment = paid_order(make_product, customer)
+    mug.delete()  # staff took the product off the catalog after the sale
+
+    order_refund(order=order, restock=True)
+
+    assert Order.objects.get(pk=order.pk).status == Order.Status.REFUNDED
+    assert Payment.objects.get(pk=payment.pk).state == Payment.State.REFUNDED
+    assert "2 unit(s) of MUG not restocked" in caplog.text
+    assert not StockMovement.objects.filter(reason="refund_restock").exists()
+
+
+def test_a_refund_the_provider_refuses_changes_nothing_and_says_so(make_product, customer, provider):
+    mug, order, payment = paid_order(make_product, customer)
+
+    def refuse(_payment):
+        raise ConnectionError("provider down")
+
+    provider.during_refund = refuse
+    with pytest.raises(RefundFailed):
+        order_refund(order=order, restock=True)
+
+    assert Order.objects.get(pk=order.pk).status == Order.Status.PAID
+    assert Payment.objects.get(pk=payment.pk).state == Payment.State.CAPTURED
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (3, 0)
+    assert order_refund(order=order, restock=True).status == Order.Status.REFUNDED  # staff try again
+    assert stock_of(mug).on_hand == 5
