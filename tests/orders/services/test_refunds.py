@@ -1,15 +1,16 @@
 """Refunds change an order only for the payment that paid it, only once all of it is refunded, and a
 restock staff asked for happens exactly once, whoever finishes the refund: staff or the provider's webhook."""
 
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 
 from inventory.models import StockMovement
 from orders.errors import RefundFailed
-from orders.models import Order, OrderEmail, Payment
+from orders.models import Order, OrderEmail, Payment, PaymentEvent
 from orders.payments.local import local_event
-from orders.services import order_refund
+from orders.services import order_refund, payment_event_list_process
 from orders.services.emails import order_email_list_send
 from tests.conftest import assert_books_balance, stock_of, webhook_deliver
 from tests.payments import place, start, succeed
@@ -170,3 +171,23 @@ def test_a_refund_the_provider_refuses_changes_nothing_and_says_so(make_product,
     assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (3, 0)
     assert order_refund(order=order, restock=True).status == Order.Status.REFUNDED  # staff try again
     assert stock_of(mug).on_hand == 5
+
+
+def test_a_refund_naming_only_a_payment_intent_not_seen_yet_is_kept_and_applied_by_the_sweep(
+    make_product, customer, provider
+):
+    mug = make_product(sku="MUG", stock=5, price="2.50")
+    order = place(customer, "k")
+    payment = start(order)
+    success = local_event("checkout.session.completed", payment=payment)
+    refund = local_event("charge.refunded", payment=payment)
+    del refund["data"]["object"]["metadata"]  # a provider object that carries no metadata of ours
+
+    webhook_deliver(refund)  # before its success: the payment intent is not known yet
+    assert PaymentEvent.objects.get(type="charge.refunded").processed_at is None
+    webhook_deliver(success)
+    payment_event_list_process(older_than=timedelta(0))  # the sweep tries the kept event again
+
+    assert Order.objects.get(pk=order.pk).status == Order.Status.REFUNDED
+    assert Payment.objects.get(pk=payment.pk).state == Payment.State.REFUNDED
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (3, 0)  # sold, then refunded without restock
