@@ -1,0 +1,191 @@
+"""The baselines ``bench.http_wrk`` drives over HTTP beside our ``POST /api/orders/``; routed by ``bench.http_urls``.
+
+- ``FloorApi``: the DRF floor. The order API's authentication, permission, throttle and middleware, and
+  one guarded UPDATE per line (a cart's in one transaction, in primary-key order), answering small JSON.
+- ``floor_bare``: the bare floor. A plain Django view, no authentication, the same UPDATEs.
+- ``CheckoutPlainApi``: the plain Django checkout behind the order API's authentication and middleware:
+  the body validated as the order API does, then ``checkout_plain``, what a Django developer writes.
+
+They live here, not in the apps: no shop code calls them.
+"""
+
+import hashlib
+import json
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F, prefetch_related_objects
+from django.http import JsonResponse
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+from rest_framework import status
+from rest_framework.exceptions import ParseError, Throttled
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from inventory.errors import DuplicateLine, InsufficientStock
+from inventory.models import Reservation, Stock, StockMovement
+from orders.apis import OrderCollectionApi, OrderOutputSerializer
+from orders.errors import IdempotencyKeyRequired
+from orders.models import Order, OrderLine
+from orders.throttling import OrderThrottle
+from shop.errors import UnknownProduct
+from shop.models import Product
+
+# The guarded UPDATE of bench/reserve.py's floor, on the shop's own table.
+GUARDED = "UPDATE inventory_stock SET reserved = reserved + 1 WHERE product_id = %s AND on_hand - reserved >= 1"
+
+
+def reserve_guarded(*, product_ids: list[int]) -> bool:
+    """One unit of each product, all or nothing: one guarded UPDATE each (several: in one transaction)."""
+    if len(product_ids) == 1:
+        with connection.cursor() as cursor:
+            cursor.execute(GUARDED, product_ids)
+            return cursor.rowcount == 1
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            for product_id in sorted(product_ids):
+                cursor.execute(GUARDED, [product_id])
+                if cursor.rowcount != 1:
+                    raise _Short
+    except _Short:
+        return False
+    return True
+
+
+class _Short(Exception):
+    """A guarded UPDATE matched no row: roll the cart back."""
+
+
+def _product_ids(data) -> list[int]:
+    """The floors' body: ``{"items": [{"product_id": 1, "quantity": 1}, ...]}`` (one unit each)."""
+    try:
+        return [int(item["product_id"]) for item in data["items"]]
+    except (KeyError, TypeError, ValueError):
+        raise ParseError("Give items with a product_id each.") from None
+
+
+class FloorApi(APIView):
+    """The DRF floor: authenticated, permitted and throttled as ``POST /api/orders/``, then the guarded UPDATEs."""
+
+    def post(self, request):
+        throttle = OrderThrottle(request)
+        if not throttle.attempt():
+            raise Throttled(wait=throttle.wait())
+        product_ids = _product_ids(request.data)
+        if not reserve_guarded(product_ids=product_ids):
+            return Response({"code": "insufficient_stock"}, status=status.HTTP_409_CONFLICT)
+        return Response({"reserved": len(product_ids)}, status=status.HTTP_201_CREATED)
+
+
+@csrf_exempt
+@require_POST
+def floor_bare(request):
+    """The bare floor: a plain Django view, no authentication, the same guarded UPDATEs."""
+    try:
+        product_ids = _product_ids(json.loads(request.body))
+    except (ValueError, ParseError):
+        return JsonResponse({"code": "malformed"}, status=400)
+    if not reserve_guarded(product_ids=product_ids):
+        return JsonResponse({"code": "insufficient_stock"}, status=409)
+    return JsonResponse({"reserved": len(product_ids)}, status=201)
+
+
+def checkout_plain(*, customer, items: list[dict], idempotency_key: str, client_address: str = "") -> Order:
+    """A checkout as a Django developer writes it (roughly Saleor's): one transaction, the stock rows locked
+    in primary-key order, checked, ``F()`` updates, then the order, its lines, and the reservation and
+    ledger rows ``order_place`` writes, through the ORM on the shop's tables.
+
+    A retry with the same key (the unique constraint refuses it) answers the order placed first.
+    """
+    wanted = {item["sku"]: item["quantity"] for item in items}
+    if len(wanted) != len(items):
+        skus = [item["sku"] for item in items]
+        raise DuplicateLine(skus=sorted({sku for sku in skus if skus.count(sku) > 1}))
+    products = {product.sku: product for product in Product.objects.filter(sku__in=wanted, is_active=True)}
+    if unknown := sorted(set(wanted) - set(products)):
+        raise UnknownProduct(skus=unknown)
+    quantities = {products[sku].pk: quantity for sku, quantity in wanted.items()}
+    scope = f"user:{customer.pk}"
+    key_hash = hashlib.sha256(idempotency_key.encode()).hexdigest()
+    expires_at = timezone.now() + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
+    try:
+        with transaction.atomic():
+            stocks = list(Stock.objects.select_for_update().filter(product_id__in=quantities).order_by("pk"))
+            short = [stock for stock in stocks if stock.available < quantities[stock.product_id]]
+            if short or len(stocks) != len(quantities):
+                skus = {product.pk: sku for sku, product in products.items()}
+                raise InsufficientStock(
+                    shortages=[
+                        {
+                            "sku": skus[stock.product_id],
+                            "requested": quantities[stock.product_id],
+                            "available": max(stock.available, 0),
+                        }
+                        for stock in short
+                    ]
+                )
+            for stock in stocks:
+                Stock.objects.filter(pk=stock.pk).update(
+                    reserved=F("reserved") + quantities[stock.product_id], version=F("version") + 1
+                )
+            order = Order.objects.create(
+                customer=customer,
+                email=customer.email,
+                buyer=scope,
+                client_address=client_address,
+                expires_at=expires_at,
+                idempotency_key=idempotency_key,
+                idempotency_key_hash=key_hash,
+                idempotency_scope=scope,
+                request_fingerprint=hashlib.sha256(json.dumps(sorted(wanted.items())).encode()).hexdigest(),
+            )
+            lines = OrderLine.objects.bulk_create(
+                OrderLine(order=order, product=products[sku], quantity=quantity, unit_price=products[sku].price)
+                for sku, quantity in wanted.items()
+            )
+            reservations = Reservation.objects.bulk_create(
+                Reservation(order_line=line, product_id=line.product_id, quantity=line.quantity, expires_at=expires_at)
+                for line in lines
+            )
+            by_product = {stock.product_id: stock for stock in stocks}
+            StockMovement.objects.bulk_create(
+                StockMovement(
+                    stock=by_product[reservation.product_id],
+                    kind=StockMovement.Kind.RESERVE,
+                    reserved_delta=reservation.quantity,
+                    order=order,
+                    reservation=reservation,
+                )
+                for reservation in reservations
+            )
+    except IntegrityError:
+        existing = Order.objects.filter(idempotency_scope=scope, idempotency_key_hash=key_hash).first()
+        if existing is None:
+            raise
+        return existing
+    return order
+
+
+class CheckoutPlainApi(APIView):
+    """The plain checkout over HTTP: the order API's authentication, throttle, header and body checks and answer."""
+
+    def post(self, request):
+        throttle = OrderThrottle(request)
+        if not throttle.attempt():
+            raise Throttled(wait=throttle.wait())
+        key = request.headers.get("Idempotency-Key", "").strip()
+        if not 1 <= len(key) <= 64:
+            raise IdempotencyKeyRequired()
+        data = OrderCollectionApi.OrderCreateInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        order = checkout_plain(
+            customer=request.user,
+            items=data.validated_data["items"],
+            idempotency_key=key,
+            client_address=throttle.client_address,
+        )
+        prefetch_related_objects([order], "lines__product")
+        return Response(OrderOutputSerializer(order).data, status=status.HTTP_201_CREATED)
