@@ -5,7 +5,8 @@ fresh rows, after which the same processes race a small stock to a sell-out so t
 oversells shows it: oversold units are counted from what buyers were told (each successful ``buy``)
 and from the rows that record what was taken, both against the units the rows were given. The
 articles' designs and the floor run on a bare table (``bench_stock``: no CHECK constraints, no
-ledger, as the articles had it); ours runs on the shop's own tables.
+ledger, as the articles had it); ours runs on the shop's own tables, and so does the plain Django
+checkout, the competitor for ``order_place``.
 
     DATABASE_URL=mysql://root:@127.0.0.1:3306/shop REDIS_URL=redis://127.0.0.1:6379/0 python -m bench.reserve
 """
@@ -36,6 +37,7 @@ django.setup()
 
 import redis_lock  # noqa: E402
 from django.conf import settings  # noqa: E402
+from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.cache import caches  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection, connections, transaction  # noqa: E402
@@ -301,14 +303,18 @@ def units_given_and_taken(products) -> list[tuple[int, int]]:
     return [(given.get(p.pk, 0), taken.get(p.pk, 0)) for p in products]
 
 
-class OurDesign(Design):
-    ours = True
+class ShopDesign(Design):
+    """A design on the shop's own tables: oversold units are counted from its reservation and ledger rows."""
 
     def prepare(self, workload, rows, stock):
         self.products = shop_rows(rows, stock)
 
     def rows_count(self):
         return units_given_and_taken(self.products)
+
+
+class OurDesign(ShopDesign):
+    ours = True
 
 
 class OurStockReserve(OurDesign):
@@ -362,7 +368,34 @@ class OurOrderPlace(OurDesign):
             raise Refused from exc
 
 
-DESIGNS = [OurStockReserve, OurOrderPlace, Floor, SelectForUpdate, Optimistic, Sell3, PollingLock]
+class PlainCheckout(ShopDesign):
+    """The plain Django checkout, the competitor for ``order_place``: what a Django developer writes, and
+    roughly what Saleor does, no Redis lock (``bench.http_views.checkout_plain``, which the HTTP cells
+    serve too). One transaction locks the cart's stock rows with ``select_for_update()`` in primary-key
+    order, checks them, reserves with ``F()`` UPDATEs and creates the order, its lines and the same
+    reservation and ledger rows through the ORM; a short line rolls it all back."""
+
+    name = "plain Django checkout"
+
+    def prepare(self, workload, rows, stock):
+        # Imported here: bench.targets may run this bench code against another checkout's app.
+        from bench.http_views import checkout_plain
+
+        super().prepare(workload, rows, stock)
+        self.checkout = checkout_plain
+        self.customer, _ = get_user_model().objects.get_or_create(
+            username="bench-plain", defaults={"email": "bench@example.com"}
+        )
+
+    def buy(self, picked):
+        items = [{"sku": self.products[i].sku, "quantity": 1} for i in picked]
+        try:
+            self.checkout(customer=self.customer, items=items, idempotency_key=uuid.uuid4().hex)
+        except InsufficientStock as exc:
+            raise Refused from exc
+
+
+DESIGNS = [OurStockReserve, OurOrderPlace, PlainCheckout, Floor, SelectForUpdate, Optimistic, Sell3, PollingLock]
 
 
 # --- Running a cell ---------------------------------------------------------------------------

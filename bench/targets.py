@@ -34,17 +34,22 @@ FIGURES = {
 OVERSOLD = "units oversold by ours (told / rows)"
 
 
-def target_rounds(*, rounds: int, workers, duration: float, progress, sell3: bool = True) -> list[list]:
+def target_rounds(
+    *, rounds: int, workers, duration: float, progress, sell3: bool = True, plain: bool = False
+) -> list[list]:
     """The hot-SKU cells the targets read, run ``rounds`` times, each round side by side.
 
     On two cores shared with the servers one cell's throughput swings from run to run, so a target
     is judged on the median of its ratio over the rounds. Each round runs the W=1 cells first, as the
     matrix does, so no target cell is a round's first: the first cell after a reset measures low.
+    ``plain`` adds the plain Django checkout beside ``order_place`` (the report's targets compare them).
     """
     # Imported here, not above: main() may first point the app's imports at another checkout.
     from bench import reserve
 
-    designs = [reserve.OurStockReserve, reserve.OurOrderPlace, reserve.Floor] + ([reserve.Sell3] if sell3 else [])
+    designs = [reserve.OurStockReserve, reserve.OurOrderPlace]
+    designs += [reserve.PlainCheckout] if plain else []
+    designs += [reserve.Floor] + ([reserve.Sell3] if sell3 else [])
     counts = [count for count in (1, *TARGET_WORKERS) if count in workers]
     return [
         reserve.run_matrix(workloads=["hot"], workers=counts, designs=designs, duration=duration, progress=progress)
