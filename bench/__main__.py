@@ -23,6 +23,7 @@ import matplotlib  # noqa: E402
 
 from bench import (
     http_load,
+    http_wrk,
     lock_wait,
     reserve,  # noqa: I001 - selects the bench database and sets Django up first
     soldout,
@@ -427,7 +428,17 @@ def flash_sale_target(refusals) -> list[str]:
 
 
 def write_report(
-    args, cells, extra_rounds, http_runs, sweep_results, lock_rows, trips, profile_text, refusals, flash_runs
+    args,
+    cells,
+    extra_rounds,
+    http_runs,
+    sweep_results,
+    lock_rows,
+    trips,
+    profile_text,
+    refusals,
+    flash_runs,
+    wrk_rows=(),  # results pickled before the wrk cells (--report-only) have none
 ) -> Path:
     lines = [
         "# Benchmarks",
@@ -487,6 +498,7 @@ def write_report(
         "",
         *http_table(http_runs),
         "",
+        *(["## HTTP baselines with wrk", "", *http_wrk.wrk_table(wrk_rows), ""] if wrk_rows else []),
         "## Flash sale: refusals after a sell-out",
         "",
         "Once a hot SKU is sold out, nearly every request of the crowd is a refusal. W client processes ask",
@@ -578,6 +590,13 @@ def main():
     extra_rounds = target_rounds(rounds=2, workers=args.workers, duration=args.duration, progress=step, plain=True)
     step("HTTP end to end")
     http_runs = http_load.run_http(users=16 if args.quick else 64, seconds=5 if args.quick else 15)
+    step("HTTP baselines with wrk")
+    wrk_rows = http_wrk.run_wrk(
+        seconds=2 if args.quick else 5,
+        rounds=1 if args.quick else 3,
+        conn_max_ages=(0,) if args.quick else (0, 60),
+        progress=step,
+    )
     step("flash sale: refusals after a sell-out")
     refusals = soldout.run_refusals(
         workers=[16] if args.quick else list(soldout.WORKERS),
@@ -593,7 +612,7 @@ def main():
     sweep_results = sweep.run_sweep(orders=args.sweep_orders)
     args.minutes, args.finished = (time.monotonic() - started) / 60, datetime.now(UTC)
     results = (args, cells, extra_rounds, http_runs, sweep_results, lock_rows, trips, profile_text)
-    results += (refusals, flash_runs)
+    results += (refusals, flash_runs, wrk_rows)
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_bytes(pickle.dumps(results))
     report = report_write(results)
