@@ -123,6 +123,8 @@ DATABASES = {
     "default": env.db("DATABASE_URL", default=f"sqlite:///{env('SQLITE_PATH', default=str(VAR_DIR / 'db.sqlite3'))}"),
 }
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=0)
+# A kept connection is checked before each request reuses it, so a database restart costs no request.
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("CONN_HEALTH_CHECKS", default=True)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
     DATABASES["default"]["OPTIONS"] = {
         "charset": "utf8mb4",

@@ -9,6 +9,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from config.settings import *  # noqa: F403
 from config.settings import (
+    DATABASES,
     DEBUG,
     LOCAL_STRIPE_WEBHOOK_SECRET,
     PAYMENT_PROVIDER,
@@ -52,6 +53,11 @@ if not ALLOWED_HOSTS:
     raise ImproperlyConfigured("Set ALLOWED_HOSTS to the shop's host names (comma-separated)")
 # Origins other than the shop's own host that may POST forms, e.g. https://shop.example.com.
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+# --- Database ---------------------------------------------------------------------------------
+# Connections are kept between requests: opening one per request costs more than the order it serves
+# (docs/benchmarks.md, "HTTP baselines with wrk"); CONN_HEALTH_CHECKS retires a dead one first.
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 
 # --- HTTPS ------------------------------------------------------------------------------------
 
