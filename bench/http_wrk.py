@@ -7,7 +7,7 @@ routed beside its API. wrk (Debian's ``wrk``) drives each cell at 64 connections
 side by side on fresh SKUs: one hot SKU with ample stock, 3-SKU carts over 10 SKUs, and a hot SKU sold
 out from a small stock, where the units sold never exceed the stock (counted from the 2xx answers and
 from the rows, against the restock rows) and the books agree. All of it once per ``CONN_MAX_AGE``: 0
-(the shop's default, a database connection per request) and 60.
+(development's default, a database connection per request) and 60 (production's).
 
     DATABASE_URL=mysql://root:@127.0.0.1:3306/shop REDIS_URL=redis://127.0.0.1:6379/0 python -m bench.http_wrk
 """
@@ -296,7 +296,7 @@ def wrk_table(rows: list[dict]) -> list[str]:
         "authentication, throttle and middleware, one guarded UPDATE per line); the bare floor (a plain "
         "Django view, no authentication, the same UPDATEs). Client, server, MariaDB and Redis share the cores; "
         "*cores busy* is the whole machine's (/proc/stat) while wrk ran. `CONN_MAX_AGE` 0 opens a database "
-        "connection per request (the shop's default); 60 keeps one per server thread.",
+        "connection per request (development's default); 60 keeps one per server thread (production's).",
         "",
     ]
     body = []
