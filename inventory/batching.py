@@ -78,24 +78,26 @@ class StockPlan:
             totals[want.product_id] += want.quantity
         return dict(sorted(totals.items()))
 
-    def reserve(self) -> bool:
-        """Reserve the units taken with one guarded UPDATE per product. False if an assumed take was
-        not covered (nothing was reserved); a refusal of counts read under the lock raises."""
-        for product_id, quantity in self.totals().items():
-            units = sql.reserved_add_if_free(product_id=product_id, quantity=quantity)
-            if units is None:
-                return self.refused(product_id, quantity)
+    def reserve(self, statements: list[tuple[str, list]] = ()) -> list | None:
+        """Reserve the units taken (one guarded UPDATE per product) with ``statements`` sent first, in one
+        round trip, all or nothing: what the statements returned. None if an assumed take was not
+        covered (nothing was written); a refusal of counts read under the lock raises."""
+        totals = self.totals()
+        reserved = sql.reserved_add_if_free(quantities=totals, statements=statements)
+        if reserved.refused:
+            product_id = reserved.refused[0]
+            self.refused(product_id, totals[product_id], reserved.available[product_id])
+            return None
+        for product_id, units in reserved.available.items():
             self.left(product_id, units)
-        return True
+        return reserved.results
 
-    def refused(self, product_id: int, quantity: int, available: int | None = None) -> bool:
+    def refused(self, product_id: int, quantity: int, available: int) -> bool:
         """The guarded UPDATE refused ``quantity`` units of a product: False if the take was assumed
         (the batch runs again with the counts read), else ``InsufficientStock``: a rival changed the row
         since we read it, so our lock was lost, and the whole transaction rolls back."""
         if self.assumed:
             return False
-        if available is None:
-            available = sql.stock_available(product_ids=[product_id]).get(product_id, 0)
         sku = next(want.sku for want in self._taken if want.product_id == product_id)
         raise InsufficientStock(shortages=[{"sku": sku, "requested": quantity, "available": max(available, 0)}])
 
@@ -137,7 +139,8 @@ class Batch(ABC):
 
     @abstractmethod
     def write(self) -> bool:
-        """Store what is staged. False if an assumed take was not covered: nothing was stored."""
+        """Store what is staged (``self.stock.reserve`` with the rows' INSERTs). False if an assumed take
+        was not covered: nothing was stored."""
 
     def free_more(self) -> int:
         """Free units for requests the stock does not cover (before any unit is reserved); how many freed."""
@@ -151,19 +154,18 @@ class Batch(ABC):
 def batch_run(batch_type: type[Batch], requests: list) -> list:
     """Per request, in queue order, its result or its ``DomainError``: the answer it would get alone.
 
-    Runs inside the stock section of the requests' SKUs. A batch of one product assumes its stock
-    covers every request, as it does until a sell-out, so nothing is read before the guarded UPDATE;
-    if the UPDATE refuses, the steps run again on the counts read under the lock. A shortage then
+    Runs inside the stock section of the requests' SKUs. A batch assumes the stock covers every
+    request, as it does until a sell-out, so nothing is read before the guarded UPDATEs; if one
+    refuses, nothing was written, and the steps run again on the counts read under the lock. A shortage then
     asks the batch to ``free_more`` (expire overdue orders, say) before anything is reserved, and the
     steps run once more, so the queue order still decides who gets the freed units.
     """
     batch = batch_type(requests)
     product_ids = batch.product_ids()
-    if len(product_ids) == 1:
-        outcomes = _steps(batch, requests, StockPlan())
-        if batch.write():
-            _mark_sold_out_on_commit(batch.stock)
-            return outcomes
+    outcomes = _steps(batch, requests, StockPlan())
+    if batch.write():
+        _mark_sold_out_on_commit(batch.stock)
+        return outcomes
     outcomes = _steps(batch, requests, StockPlan(sql.stock_available(product_ids=product_ids)))
     if any(isinstance(outcome, InsufficientStock) for outcome in outcomes) and batch.free_more():
         outcomes = _steps(batch, requests, StockPlan(sql.stock_available(product_ids=product_ids)))
@@ -222,7 +224,8 @@ def stock_section_batched(*, skus: Iterable[str], batch_type: type[Batch], reque
 
     A request that names a SKU marked sold out is refused before it queues (``locks.soldout``): for
     one SKU by the round trip that would queue it, or by one read of its mark if this process found
-    it marked lately (the cheaper answer while a sell-out lasts); for several by one read of their marks.
+    it marked lately (the cheaper answer while a sell-out lasts); for several by the round trip that
+    would lock them.
     """
     skus = sorted(set(skus))
     outcome = wire.RunAlone()
@@ -231,11 +234,12 @@ def stock_section_batched(*, skus: Iterable[str], batch_type: type[Batch], reque
             outcome = _sold_out_refusal(request, set(skus))
         else:
             outcome = _served_or_serve(skus[0], batch_type=batch_type, request=request)
-    elif marked := locks.skus_sold_out(skus):
-        outcome = _sold_out_refusal(request, marked)
     if isinstance(outcome, wire.RunAlone):
-        with stock_section(skus=skus, takes_only=True):
-            [outcome] = batch_run(batch_type, [request])
+        try:
+            with stock_section(skus=skus, takes_only=True):
+                [outcome] = batch_run(batch_type, [request])
+        except locks.MarkedSoldOut as marked:
+            outcome = _sold_out_refusal(request, marked.skus)
     if isinstance(outcome, Exception):
         try:
             raise outcome
@@ -257,8 +261,8 @@ def _served_or_serve(sku: str, *, batch_type: type[Batch], request):
             if lock is None:
                 return _served_outcome(sku, batch_type=batch_type, answer=answer)
             return _serve(lock, sku=sku, batch_type=batch_type, request=request)
-    except locks.MarkedSoldOut:
-        return _sold_out_refusal(request, {sku})
+    except locks.MarkedSoldOut as marked:
+        return _sold_out_refusal(request, marked.skus)
 
 
 def _sold_out_refusal(request, marked: set[str]) -> InsufficientStock:

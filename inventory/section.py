@@ -11,6 +11,7 @@ locks, a section that may free units clears the SKUs' sold-out marks first.
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
+from django.conf import settings
 from django.db import transaction
 
 from inventory import locks
@@ -21,7 +22,8 @@ def stock_section(*, skus: Iterable[str], lock_wait: float | None = None, takes_
     """Lock the SKUs, then open the transaction: the commit happens before the locks go.
 
     ``takes_only``: the section only reserves units (placing, reserving), so it leaves the SKUs'
-    sold-out marks as they are; every other section clears them before it may free a unit.
+    sold-out marks as they are, and a SKU marked sold out raises ``locks.MarkedSoldOut`` before
+    anything is locked; every other section clears the marks before it may free a unit.
 
     ``durable=True`` refuses to run inside an outer transaction (``ATOMIC_REQUESTS``, a caller's
     ``atomic``), whose commit would come after the release. A service called from inside another
@@ -32,7 +34,7 @@ def stock_section(*, skus: Iterable[str], lock_wait: float | None = None, takes_
     if held and skus <= held and transaction.get_connection().in_atomic_block:
         yield
         return
-    with locks.sku_locks(skus, wait=lock_wait):
+    with locks.sku_locks(skus, wait=lock_wait, refuse_sold_out=takes_only and settings.SOLD_OUT_MARK_SECONDS > 0):
         if not takes_only:
             locks.sold_out_clear(skus)  # inventory.locks.soldout
         with transaction.atomic(durable=True):

@@ -140,21 +140,15 @@ class _ReserveBatch(Batch):
         return reserved
 
     def write(self) -> bool:
-        """One product: the rows and the guarded UPDATE in one round trip; several: an UPDATE per product."""
+        """The reservation and ledger rows and the guarded UPDATEs, in one round trip."""
         rows = [_reservation_row(line, request.expires_at) for request, _ in self.staged for line in request.lines]
         if not rows:
             return True
-        totals = self.stock.totals()
-        if len(totals) == 1:
-            [(product_id, quantity)] = totals.items()
-            stored, available = sql.reservations_insert_if_free(rows=rows, product_id=product_id, quantity=quantity)
-            if stored is None:
-                return self.stock.refused(product_id, quantity, available)
-            self.stock.left(product_id, available)
-        else:
-            if not self.stock.reserve():
-                return False
-            stored = sql.reservations_insert(rows=rows)
+        statements, rows = sql.reservations_statements(rows)
+        results = self.stock.reserve(statements)
+        if results is None:
+            return False
+        stored = sql.reservations_stored(rows, results)
         ids = iter(row["id"] for row in stored)
         for request, result in self.staged:
             result.ids, result.created_at = [next(ids) for _ in request.lines], stored[0]["created_at"]

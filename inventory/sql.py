@@ -18,19 +18,33 @@ from inventory.errors import StockInvariantBroken
 from inventory.models import Reservation, Stock, StockMovement
 
 
-def reserved_add_if_free(*, product_id: int, quantity: int) -> int | None:
-    """Add ``quantity`` to a product's reserved units, only if that many are free: the database's guard.
+class Reserved(NamedTuple):
+    results: list | None  # what the statements sent along returned; None: refused, nothing was written
+    available: dict[int, int]  # units free by product after reserving; refused: of the products refused
+    refused: list[int]  # the products too few units were free of (their guarded UPDATE changed nothing)
 
-    The units left free then (read in the same round trip), or None if too few were free: nothing reserved.
+
+def reserved_add_if_free(*, quantities: dict[int, int], statements: list[tuple[str, list]] = ()) -> Reserved:
+    """Add each product's quantity to its reserved units, only if that many are free: the database's guard.
+
+    All or nothing, with ``statements`` (inserts of the rows the units are for) sent first, in one
+    round trip after a savepoint, with the free counts read last, so nothing is read before: the
+    guarded UPDATEs come last, and a hot row stays locked only until the commit. Refused, the
+    savepoint is rolled back: nothing was written.
     """
-    reserved, left = statements_run(
-        connection.alias,
-        [
-            _reserved_add_statement(product_id=product_id, quantity=quantity),
-            select_in_statement(Stock, "on_hand - reserved", product_id=[product_id]),
-        ],
-    )
-    return left[0][0] if reserved else None
+    savepoint = "reserved_add_if_free"
+    product_ids = list(quantities)
+    updates = [_reserved_add_statement(product_id=p, quantity=q) for p, q in quantities.items()]
+    left = select_in_statement(Stock, "product_id, on_hand - reserved", product_id=product_ids)
+    _, *results = statements_run(connection.alias, [(f"SAVEPOINT {savepoint}", []), *statements, *updates, left])
+    free = dict(results[-1])
+    done = results[len(statements) : -1]
+    refused = [product_id for product_id, count in zip(product_ids, done, strict=True) if not count]
+    if not refused:
+        return Reserved(results[: len(statements)], free, [])
+    statements_run(connection.alias, [(f"ROLLBACK TO SAVEPOINT {savepoint}", [])])
+    # A refused UPDATE changed nothing, so what the read found free of that product is what was free.
+    return Reserved(None, {product_id: max(free.get(product_id, 0), 0) for product_id in refused}, refused)
 
 
 def stock_available(*, product_ids) -> dict[int, int]:
@@ -64,40 +78,8 @@ def reservations_insert(*, rows: list[dict]) -> list[dict]:
 
     Returns the rows as stored: with ``id`` and timestamps (``from_row`` makes instances of them).
     """
-    statements, rows = _reservations_statements(rows)
-    ids, recorded = statements_run(connection.alias, statements)
-    return _stored(rows, ids, recorded)
-
-
-class ReservedIfFree(NamedTuple):
-    rows: list[dict] | None  # the reservations as stored; None: too few units were free, nothing was written
-    available: int  # units free after reserving, or that were free when refused
-
-
-def reservations_insert_if_free(*, rows: list[dict], product_id: int, quantity: int) -> ReservedIfFree:
-    """Insert reservation and ledger rows and reserve ``quantity`` units of one product, or none of it.
-
-    The rows go first and the guarded UPDATE last, after a savepoint, all in one round trip with the free
-    count read after it, so nothing is read first. Refused, the savepoint is rolled back and the free
-    count read again in a second one.
-    """
-    savepoint = "reservations_insert_if_free"
-    inserts, rows = _reservations_statements(rows)
-    update = _reserved_add_statement(product_id=product_id, quantity=quantity)
-    left = select_in_statement(Stock, "on_hand - reserved", product_id=[product_id])
-    _, ids, recorded, reserved, free = statements_run(
-        connection.alias, [(f"SAVEPOINT {savepoint}", []), *inserts, update, left]
-    )
-    if reserved:
-        return ReservedIfFree(_stored(rows, ids, recorded), free[0][0])
-    _, free = statements_run(
-        connection.alias,
-        [
-            (f"ROLLBACK TO SAVEPOINT {savepoint}", []),
-            select_in_statement(Stock, "on_hand - reserved", product_id=[product_id]),
-        ],
-    )
-    return ReservedIfFree(None, max(free[0][0], 0) if free else 0)
+    statements, rows = reservations_statements(rows)
+    return reservations_stored(rows, statements_run(connection.alias, statements))
 
 
 def _reserved_add_statement(*, product_id: int, quantity: int) -> tuple[str, list]:
@@ -109,8 +91,9 @@ def _reserved_add_statement(*, product_id: int, quantity: int) -> tuple[str, lis
     return sql, [quantity, connection.ops.adapt_datetimefield_value(timezone.now()), product_id, quantity]
 
 
-def _reservations_statements(rows: list[dict]) -> tuple[list[tuple[str, list]], list[dict]]:
-    """The INSERT of the reservations and the INSERT of their ledger rows, and the rows with defaults.
+def reservations_statements(rows: list[dict]) -> tuple[list[tuple[str, list]], list[dict]]:
+    """The INSERT of the reservations and the INSERT of their ledger rows, and the rows with defaults
+    (``reservations_stored`` reads what the two statements return).
 
     The ledger's INSERT needs no ids: the database finds the new reservations by their common
     creation time and order lines.
@@ -140,7 +123,9 @@ def _first_new_id_bound() -> str:
     return "r.id >= LAST_INSERT_ID() AND " if connection.vendor == "mysql" else ""
 
 
-def _stored(rows: list[dict], ids: list[tuple], recorded: int) -> list[dict]:
+def reservations_stored(rows: list[dict], results: list) -> list[dict]:
+    """The reservation rows as stored, from what ``reservations_statements`` returned when run."""
+    ids, recorded = results
     if recorded != len(rows):  # another batch's rows with our time and lines: never expected; rolls back
         raise StockInvariantBroken(f"{recorded} ledger rows for {len(rows)} new reservations")
     return [row | {"id": pk} for row, (pk,) in zip(rows, ids, strict=True)]

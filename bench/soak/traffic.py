@@ -329,13 +329,13 @@ def _stop_when_asked(pause) -> None:
     SIGSTOPs itself; the injector resumes it after the lock's TTL."""
     write = sql.reserved_add_if_free
 
-    def stop_then_write(*, product_id, quantity):
+    def stop_then_write(**kwargs):
         with pause.get_lock():
             chosen = pause.value == 1
             if chosen:
                 pause.value = os.getpid()
         if chosen:
             os.kill(os.getpid(), signal.SIGSTOP)
-        return write(product_id=product_id, quantity=quantity)
+        return write(**kwargs)
 
     sql.reserved_add_if_free = stop_then_write

@@ -35,7 +35,6 @@ from contextlib import contextmanager
 import redis
 from django.conf import settings
 from redis.exceptions import LockNotOwnedError
-from redis.lock import Lock
 
 from inventory.errors import LockTimeout, LockUnavailable
 from inventory.locks.client import lock_client
@@ -77,26 +76,40 @@ def held_skus() -> frozenset[str]:
 
 
 @contextmanager
-def sku_locks(skus: Iterable[str], *, wait: float | None = None) -> Iterator[None]:
+def sku_locks(skus: Iterable[str], *, wait: float | None = None, refuse_sold_out: bool = False) -> Iterator[None]:
     """Hold the locks of ``skus`` for the duration of the block; ``wait`` overrides LOCK_WAIT_SECONDS.
+
+    Several SKUs that nobody holds are taken in one round trip (``QueuedLock.take_free``) and released
+    in one; a SKU that is held or queued for is queued for as one SKU alone is, still in sorted order.
+    With ``refuse_sold_out``, a SKU marked sold out raises ``MarkedSoldOut`` (naming every marked
+    SKU) from that same round trip, with nothing taken.
 
     Not re-entrant: a thread that holds locks and asks for more would break the sorted order, so
     it is refused. ``inventory.services.stock_section`` lets nested services reuse the outer locks.
     """
     _refuse_nested()
     wanted = sorted(set(skus))
-    acquired: list[tuple[str, Lock]] = []
+    acquired: list[QueuedLock] = []
     _held.skus, _held.pid = set(), os.getpid()
     started = time.monotonic()
     deadline = started + (settings.LOCK_WAIT_SECONDS if wait is None else wait)  # one budget for the set
     try:
-        for sku in wanted:
+        while len(acquired) < len(wanted):
+            rest = wanted[len(acquired) :]
+            if len(rest) > 1 or refuse_sold_out:
+                taken = _take_free(rest, refuse_sold_out=refuse_sold_out)
+                refuse_sold_out = False  # the marks are read once, before anything is taken
+                acquired.extend(taken)
+                _held.skus.update(lock.sku for lock in taken)
+                if len(acquired) == len(wanted):
+                    break
+            sku = wanted[len(acquired)]
             lock, got = _acquire(sku, wait=max(deadline - time.monotonic(), 0))
             waited = time.monotonic() - started
             if not got:
                 logger.warning("lock_timeout: gave up on %s after %.3fs, holding %s", sku, waited, sorted(_held.skus))
                 raise LockTimeout(skus=[sku], waited_seconds=round(waited, 3))
-            acquired.append((sku, lock))
+            acquired.append(lock)
             _held.skus.add(sku)
         waited = time.monotonic() - started
         if waited >= settings.LOCK_WAIT_LOG_SECONDS:
@@ -106,8 +119,10 @@ def sku_locks(skus: Iterable[str], *, wait: float | None = None) -> Iterator[Non
         yield
     finally:
         _held.skus = set()
-        for sku, lock in reversed(acquired):
-            _release(sku, lock)
+        if len(acquired) == 1:
+            _release(acquired[0])
+        elif acquired:
+            _release_all(acquired)
 
 
 @contextmanager
@@ -146,7 +161,7 @@ def sku_lock_serving(sku: str, *, kind: str, body: bytes, wait: float | None = N
         yield lock, None
     finally:
         _held.skus = set()
-        _release(sku, lock)
+        _release(lock)
 
 
 def _refuse_nested() -> None:
@@ -159,15 +174,7 @@ def _acquire(
 ) -> tuple[QueuedLock, bool]:
     """One SKU's lock and whether we got it; an unreachable Redis is ``lock_unavailable``."""
     try:
-        redis_client, make_key = lock_client()
-        lock = redis_client.lock(
-            make_key(lock_key(sku)),
-            timeout=settings.LOCK_TTL_SECONDS,
-            sleep=settings.LOCK_POLL_SECONDS,
-            lock_class=QueuedLock,
-            thread_local=False,  # one object per acquisition, used by the thread that made it
-        )
-        lock.sku = sku
+        lock = _new_lock(sku)
         serve, serve_at_least = (settings.STOCK_BATCH_MAX - 1, settings.STOCK_BATCH_MIN - 1) if kind else (0, 0)
         return lock, lock.acquire(
             blocking_timeout=wait,
@@ -183,30 +190,81 @@ def _acquire(
         raise LockUnavailable(skus=[sku]) from exc
 
 
-def _renew(acquired: list[tuple[str, Lock]]) -> None:
+def _new_lock(sku: str) -> QueuedLock:
+    """A lock object for one SKU (no round trip): one per acquisition, used by the thread that made it."""
+    redis_client, make_key = lock_client()
+    lock = redis_client.lock(
+        make_key(lock_key(sku)),
+        timeout=settings.LOCK_TTL_SECONDS,
+        sleep=settings.LOCK_POLL_SECONDS,
+        lock_class=QueuedLock,
+        thread_local=False,
+    )
+    lock.sku = sku
+    return lock
+
+
+def _take_free(skus: list[str], *, refuse_sold_out: bool) -> list[QueuedLock]:
+    """The locks of ``skus`` taken in one round trip, from the first up to one held or queued for."""
+    try:
+        locks = [_new_lock(sku) for sku in skus]
+        taken, marked = QueuedLock.take_free(locks, refuse_sold_out=refuse_sold_out)
+    except redis.RedisError as exc:
+        logger.error("lock service unreachable while locking %s: %s", ",".join(skus), exc)
+        raise LockUnavailable(skus=skus) from exc
+    if marked:
+        for sku in marked:
+            sold_out_seen(sku)
+        raise MarkedSoldOut(*marked)
+    return locks[:taken]
+
+
+def _renew(acquired: list[QueuedLock]) -> None:
     """Give every held lock a full TTL again; if one already lapsed, give up rather than run unlocked."""
-    for sku, lock in acquired:
+    for lock in acquired:
         try:
             lock.extend(settings.LOCK_TTL_SECONDS, replace_ttl=True)
         except LockNotOwnedError as exc:
-            logger.warning("lock_timeout: the lock on %s lapsed while waiting for the others", sku)
-            raise LockTimeout(skus=[sku]) from exc
+            logger.warning("lock_timeout: the lock on %s lapsed while waiting for the others", lock.sku)
+            raise LockTimeout(skus=[lock.sku]) from exc
 
 
-def _release(sku: str, lock: Lock) -> None:
+def _release(lock: QueuedLock) -> None:
     try:
         lock.release()
     except LockNotOwnedError:
-        # The TTL ran out before we finished: another process may have held the SKU at the same
-        # time. The SQL guard decided the outcome, but the TTL is too short for this workload.
-        logger.error(
-            "lock overrun: the lock on %s expired before its holder released it (TTL %.1fs); "
-            "the database guard decided the outcome",
-            sku,
-            settings.LOCK_TTL_SECONDS,
-        )
+        _log_overrun(lock.sku)
     except redis.RedisError as exc:
-        # The TTL will free the key; the transaction has already committed or rolled back.
-        logger.error(
-            "could not release the lock on %s: %s; it expires within %.1fs", sku, exc, settings.LOCK_TTL_SECONDS
-        )
+        _log_release_failed([lock.sku], exc)
+
+
+def _release_all(acquired: list[QueuedLock]) -> None:
+    """Release several locks in one round trip."""
+    try:
+        lapsed = QueuedLock.release_all(acquired)
+    except redis.RedisError as exc:
+        _log_release_failed([lock.sku for lock in acquired], exc)
+        return
+    for lock in lapsed:
+        _log_overrun(lock.sku)
+
+
+def _log_overrun(sku: str) -> None:
+    # The TTL ran out before we finished: another process may have held the SKU at the same
+    # time. The SQL guard decided the outcome, but the TTL is too short for this workload.
+    logger.error(
+        "lock overrun: the lock on %s expired before its holder released it (TTL %.1fs); "
+        "the database guard decided the outcome",
+        sku,
+        settings.LOCK_TTL_SECONDS,
+    )
+
+
+def _log_release_failed(skus: list[str], exc: Exception) -> None:
+    # The TTL will free the keys; the transaction has already committed or rolled back.
+    logger.error(
+        "could not release the lock on %s: %s; it expires within %.1fs",
+        ",".join(skus),
+        exc,
+        settings.LOCK_TTL_SECONDS,
+    )

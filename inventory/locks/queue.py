@@ -50,11 +50,13 @@ class QueuedLock(Lock):
     measures this against polling.
     """
 
-    lua_acquire = lua_release = lua_abandon = None  # registered per class, not inherited from Lock
+    lua_acquire = lua_release = lua_abandon = lua_take_free = lua_release_all = None  # per class, not Lock's
 
     LUA_ACQUIRE_SCRIPT = _script("acquire")
     LUA_RELEASE_SCRIPT = _script("release")  # replaces redis-py's, which ``Lock.register_scripts`` registers
     LUA_ABANDON_SCRIPT = _script("abandon")
+    LUA_TAKE_FREE_SCRIPT = _script("take_free")
+    LUA_RELEASE_ALL_SCRIPT = _script("release_all")
 
     sku = ""  # for logs and errors
     served = False  # a holder took our request (``acquire`` with a request)
@@ -69,7 +71,42 @@ class QueuedLock(Lock):
         if cls.lua_acquire is None:
             cls.lua_acquire = self.redis.register_script(cls.LUA_ACQUIRE_SCRIPT)
             cls.lua_abandon = self.redis.register_script(cls.LUA_ABANDON_SCRIPT)
+            cls.lua_take_free = self.redis.register_script(cls.LUA_TAKE_FREE_SCRIPT)
+            cls.lua_release_all = self.redis.register_script(cls.LUA_RELEASE_ALL_SCRIPT)
         super().register_scripts()
+
+    @classmethod
+    def take_free(cls, locks: list["QueuedLock"], *, refuse_sold_out: bool = False) -> tuple[int, list[str]]:
+        """Take, in one round trip, the locks from the first up to the first one held or queued for.
+
+        Returns how many were taken (each then holds with one shared token) and, with
+        ``refuse_sold_out``, the SKUs marked sold out, in which case nothing was taken.
+        """
+        first = locks[0]
+        token = _new_token()
+        keys = [key for lock in locks for key in (lock.name, lock._queue)]
+        # ARGV of take_free.lua: token, ttl_ms, sold_out
+        taken, *marked = cls.lua_take_free(
+            keys=keys, args=[token, first._ms(first.timeout), b"1" if refuse_sold_out else b""], client=first.redis
+        )
+        for lock in locks[:taken]:
+            lock.local.token = token
+        return taken, [locks[position - 1].sku for position in marked]
+
+    @classmethod
+    def release_all(cls, locks: list["QueuedLock"]) -> list["QueuedLock"]:
+        """Release held locks in one round trip, each handed to its next waiter; returns those no longer ours."""
+        first = locks[0]
+        tokens = [lock.local.token for lock in locks]
+        for lock in locks:
+            lock.local.token = None
+        # ARGV of release_all.lua: claim_ms, then the token of each lock
+        released = cls.lua_release_all(
+            keys=[key for lock in locks for key in (lock.name, lock._queue)],
+            args=[first._ms(settings.LOCK_HANDOFF_CLAIM_SECONDS), *tokens],
+            client=first.redis,
+        )
+        return [lock for lock, ours in zip(locks, released, strict=True) if not ours]
 
     @property
     def _queue(self) -> str:

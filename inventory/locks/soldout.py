@@ -6,7 +6,7 @@ before it may free a unit (a release, an expiry, a restock, an edit), so no unit
 SKU still looks sold out. A buyer whose order names a marked SKU is refused ``insufficient_stock``
 at once (``inventory.batching.stock_section_batched``): for one SKU by the acquire script, in the
 round trip that would queue it (``sku_lock_serving`` raises ``MarkedSoldOut``), for several SKUs
-by one read of their marks (``skus_sold_out``).
+by the round trip that would lock them (``sku_locks`` with ``refuse_sold_out``).
 
 A mark can only refuse, never sell, and it lives ``SOLD_OUT_MARK_SECONDS``: a lost mark costs the
 slow path; one left by a crash, or set late by a holder whose lock had lapsed, refuses for at most
@@ -30,11 +30,11 @@ logger = logging.getLogger(__name__)
 
 
 class MarkedSoldOut(Exception):
-    """The SKU's sold-out mark is set: nothing was queued or locked. The caller says what that refuses."""
+    """The SKUs' sold-out marks are set: nothing was queued or locked. The caller says what that refuses."""
 
-    def __init__(self, sku: str):
-        super().__init__(sku)
-        self.sku = sku
+    def __init__(self, *skus: str):
+        super().__init__(*skus)
+        self.skus = set(skus)
 
 
 def _mark_key(make_key, sku: str) -> str:

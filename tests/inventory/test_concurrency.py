@@ -122,10 +122,10 @@ def _reserve_with_a_stall(stall_seconds):
     """Take the lock with the stock there, then stall past the lock's TTL before the guarded UPDATE."""
     write = inventory.sql.reserved_add_if_free
 
-    def slow_write(*, product_id, quantity):
+    def slow_write(**kwargs):
         wait_for_peers()  # the rival starts now, while we hold a lock that is about to expire
         time.sleep(stall_seconds)
-        return write(product_id=product_id, quantity=quantity)
+        return write(**kwargs)
 
     inventory.sql.reserved_add_if_free = slow_write
     records = []

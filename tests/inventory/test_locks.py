@@ -41,18 +41,72 @@ def test_locks_hold_a_key_per_sku_with_a_ttl_and_free_it_afterwards():
     assert locks.held_skus() == frozenset()
 
 
-def test_several_skus_are_taken_in_sorted_order(monkeypatch):
-    taken = []
-    original = QueuedLock.acquire
+def test_several_skus_are_taken_in_sorted_order_up_to_the_first_busy_one_which_is_queued_for():
+    """Deadlock freedom: the free locks before a busy one are held, none after it, while we queue."""
+    client = redis_client()
+    client.set(full_key("MUG"), b"someone-else", px=10_000)
+    held = threading.Event()
 
-    def recording_acquire(self, **kwargs):
-        taken.append(self.name)
-        return original(self, **kwargs)
+    def take():
+        with locks.sku_locks(["TEE", "CAP", "MUG", "CAP"], wait=5):
+            held.set()
 
-    monkeypatch.setattr(QueuedLock, "acquire", recording_acquire)
-    with locks.sku_locks(["TEE", "CAP", "MUG", "CAP"]):
-        pass
-    assert taken == [full_key(s) for s in ("CAP", "MUG", "TEE")]
+    thread = threading.Thread(target=take)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 5
+        while not client.llen(full_key("MUG") + ":queue") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert client.llen(full_key("MUG") + ":queue") == 1  # queued for MUG
+        assert client.exists(full_key("CAP")) and not client.exists(full_key("TEE"))
+        assert not held.is_set()
+    finally:
+        client.delete(full_key("MUG"))  # the rival goes; the waiter's poll finds the lock free
+        thread.join(10)
+    assert held.is_set()
+    assert not client.exists(full_key("CAP"), full_key("MUG"), full_key("TEE"))
+
+
+def test_several_free_skus_cost_one_round_trip_to_lock_and_one_to_release():
+    with redis_round_trips() as sent:
+        with locks.sku_locks(["TEE", "CAP", "MUG"]):
+            assert locks.held_skus() == {"CAP", "MUG", "TEE"}
+    assert sent == ["EVALSHA", "EVALSHA"]
+    assert not redis_client().exists(full_key("CAP"), full_key("MUG"), full_key("TEE"))
+
+
+def test_releasing_several_skus_hands_each_to_its_first_waiter():
+    client = redis_client()
+    got = {}
+
+    def wait_for(sku):
+        started = time.monotonic()
+        with locks.sku_locks([sku], wait=5):
+            got[sku] = time.monotonic() - started
+
+    with locks.sku_locks(["CAP", "MUG"]):
+        waiters = [threading.Thread(target=wait_for, args=(sku,)) for sku in ("CAP", "MUG")]
+        for waiter in waiters:
+            waiter.start()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not all(client.llen(full_key(sku) + ":queue") for sku in ("CAP", "MUG")):
+            time.sleep(0.01)
+        time.sleep(settings.LOCK_POLL_SECONDS)  # queued a poll's while: a hand-off, not a poll, wakes them
+        release_started = time.monotonic()
+    for waiter in waiters:
+        waiter.join(10)
+    assert sorted(got) == ["CAP", "MUG"]
+    assert time.monotonic() - release_started < settings.LOCK_POLL_SECONDS * 5
+
+
+def test_a_multi_sku_holder_whose_lock_lapsed_releases_the_rest_and_logs_the_overrun(caplog):
+    client = redis_client()
+    with caplog.at_level(logging.ERROR, logger="inventory.locks"):
+        with locks.sku_locks(["CAP", "MUG"]):
+            client.set(full_key("MUG"), b"next-holder", px=10_000)  # ours expired; someone else took it
+    assert client.get(full_key("MUG")) == b"next-holder"  # never deleted from under its holder
+    assert not client.exists(full_key("CAP"))
+    assert any("lock overrun" in r.getMessage() and "MUG" in r.getMessage() for r in caplog.records)
 
 
 @override_settings(LOCK_WAIT_SECONDS=0.3)

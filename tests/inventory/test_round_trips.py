@@ -31,15 +31,20 @@ def test_placing_an_order_costs_a_fixed_number_of_queries_and_redis_commands(mak
     with CaptureQueriesContext(connection) as queries:
         order_place(email="a@example.com", items=items, idempotency_key="k")
 
-    # BEGIN; replay check; products; (several SKUs: their stocks;) one guarded UPDATE per SKU; order;
-    # lines; reservations with their ledger rows (two INSERTs, one round trip); COMMIT. A batch of queued
-    # one-SKU orders costs the same (bulk INSERTs): one SKU whose stock covers the batch needs no read.
-    assert len(queries) == {1: 8, 3: 11}[skus], [q["sql"][:60] for q in queries]
-    # Per SKU lock, two round trips: the acquire script (which also refuses a one-SKU order on a SKU
-    # marked sold out and takes the orders queued behind it; its reply skipped) with the wait for the
-    # lock, and the release script (with the queued orders' answers). Several SKUs first read their
-    # sold-out marks.
-    assert redis_commands == ["MGET"] * (skus > 1) + ["CLIENT+EVALSHA+BLPOP"] * skus + ["EVALSHA"] * skus
+    # BEGIN; replay check; products; in one round trip a savepoint, the order, the guarded UPDATE per SKU
+    # (nothing read before: the stock covers it) and the units they left; lines; reservations with their
+    # ledger rows (two INSERTs, one round trip); COMMIT. The same for one SKU or several, and for a batch
+    # of queued one-SKU orders (bulk INSERTs).
+    assert len(queries) == 7, [q["sql"][:60] for q in queries]
+    assert queries[3]["sql"].count("; ") == 2 + skus
+    if skus == 1:
+        # The acquire script (which also refuses a SKU marked sold out and takes the orders queued behind
+        # it; its reply skipped) with the wait for the lock, and the release script (with the queued
+        # orders' answers).
+        assert redis_commands == ["CLIENT+EVALSHA+BLPOP", "EVALSHA"]
+    else:
+        # One script takes every free lock (after reading their sold-out marks), one releases them all.
+        assert redis_commands == ["EVALSHA", "EVALSHA"]
 
 
 def test_reserving_an_order_with_its_lines_at_hand_costs_three_queries_and_two_redis_round_trips(

@@ -83,7 +83,7 @@ def test_a_refusal_on_a_marked_sku_takes_no_lock_and_opens_no_transaction(sold_o
     assert redis_sent == ["MGET"]  # having seen the mark, this process reads it first: Redis's cheapest answer
 
 
-def test_an_order_over_several_skus_reads_their_marks_once_and_is_refused_without_a_lock(sold_out, make_product):
+def test_an_order_over_several_skus_is_refused_by_the_round_trip_that_would_lock_them(sold_out, make_product):
     make_product(sku="MUG", stock=5)
     with redis_round_trips() as redis_sent, pytest.raises(DomainError) as refusal:
         services.order_place(
@@ -93,7 +93,8 @@ def test_an_order_over_several_skus_reads_their_marks_once_and_is_refused_withou
         )
 
     assert refusal.value.payload["shortages"] == [{"sku": "HOT", "requested": 3, "available": 0}]
-    assert redis_sent == ["MGET"]
+    assert redis_sent == ["EVALSHA"]  # take_free.lua read the marks and took nothing
+    assert _lock_keys() == [lock_key_of("HOT") + ":soldout"]  # nothing locked or queued
     assert stock_of(Product.objects.get(sku="MUG")).reserved == 0
 
 
