@@ -239,6 +239,20 @@ def from_row(model: type[models.Model], row: dict) -> models.Model:
     return model.from_db(router.db_for_read(model), names, [row[name] for name in names])
 
 
+def prefetched_set(instance: models.Model, related_name: str, objects: list[models.Model]) -> models.Model:
+    """``instance`` with ``objects`` as its prefetched ``related_name`` set, as ``prefetch_related`` leaves it.
+
+    For objects already at hand (just inserted): ``instance.<related_name>.all()`` and a later
+    ``prefetch_related_objects`` then read them without a query.
+    """
+    related = getattr(instance, related_name).all()
+    related._result_cache, related._prefetch_done = list(objects), True
+    if not hasattr(instance, "_prefetched_objects_cache"):
+        instance._prefetched_objects_cache = {}
+    instance._prefetched_objects_cache[related_name] = related
+    return instance
+
+
 def select_in(model: type[models.Model], columns: str, **values_in) -> list[tuple]:
     """Rows of ``SELECT columns FROM`` the model's table ``WHERE`` each named column is ``IN`` its values.
 

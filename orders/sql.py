@@ -5,7 +5,7 @@ Built with the ORM they cost more CPU than the database spends running them (see
 docs/benchmarks.md). Everything off the hot path uses the ORM.
 """
 
-from core.db import bulk_insert, select_in
+from core.db import bulk_insert, insert_returning, select_in
 from orders.models import Order, OrderLine
 
 
@@ -20,9 +20,16 @@ def order_ids_with_keys(*, scopes, key_hashes) -> list[int]:
     ]
 
 
-def orders_insert(*, rows: list[dict]) -> list[dict]:
-    """Insert order rows (``Order`` attnames) in one statement; the rows as stored, with ``id`` and timestamps."""
-    return bulk_insert(Order, rows)
+def orders_insert_statement(*, rows: list[dict]) -> tuple[tuple[str, list], list[dict]]:
+    """The INSERT of order rows (``Order`` attnames), to send with the stock's guarded UPDATEs, and the
+    rows with their defaults; ``orders_stored`` reads what it returns."""
+    sql, params, rows = insert_returning(Order, rows)
+    return (sql, params), rows
+
+
+def orders_stored(rows: list[dict], ids: list[tuple]) -> list[dict]:
+    """The order rows as stored, with ``id`` and timestamps, from what their INSERT returned."""
+    return [row | {"id": pk} for row, (pk,) in zip(rows, ids, strict=True)]
 
 
 def order_lines_insert(*, rows: list[dict]) -> list[dict]:

@@ -14,11 +14,13 @@ from shop.models import Product, sku_normalise
 
 
 class OrderableProduct(NamedTuple):
-    """What placing an order needs of a product: its id, its price now and its limit per customer."""
+    """What placing an order needs of a product: its id, its price now and its limit per customer, and
+    the name its buyer is shown."""
 
     pk: int
     price: Decimal
     max_per_customer: int | None = None
+    name: str = ""
 
 
 class ProductForSale(NamedTuple):
@@ -27,6 +29,7 @@ class ProductForSale(NamedTuple):
     for_sale: bool  # active and not deleted
     max_per_customer: int | None
     sale_starts_at: datetime | None
+    name: str = ""
 
 
 def product_map_orderable(*, skus: Iterable[str], now: datetime) -> dict[str, OrderableProduct]:
@@ -45,7 +48,7 @@ def product_map_for_sale(*, skus: Iterable[str]) -> dict[str, ProductForSale]:
     if not skus:
         return {}
     price = Product._meta.get_field("price")
-    rows = select_in(Product, "sku, id, price, is_active, is_deleted, max_per_customer, sale_starts_at", sku=skus)
+    rows = select_in(Product, "sku, id, price, is_active, is_deleted, max_per_customer, sale_starts_at, name", sku=skus)
     return {
         sku: ProductForSale(
             pk,
@@ -53,8 +56,9 @@ def product_map_for_sale(*, skus: Iterable[str]) -> dict[str, ProductForSale]:
             bool(is_active) and not is_deleted,
             limit,
             None if starts_at is None else connection.ops.convert_datetimefield_value(starts_at, None, connection),
+            name,
         )
-        for sku, pk, value, is_active, is_deleted, limit, starts_at in rows
+        for sku, pk, value, is_active, is_deleted, limit, starts_at, name in rows
     }
 
 
@@ -75,7 +79,10 @@ def products_orderable(
     for sku in skus:
         if found[sku].sale_starts_at is not None and now < found[sku].sale_starts_at:
             raise SaleNotStarted(sku=sku, starts_at=found[sku].sale_starts_at.isoformat())
-    return {sku: OrderableProduct(found[sku].pk, found[sku].price, found[sku].max_per_customer) for sku in skus}
+    return {
+        sku: OrderableProduct(found[sku].pk, found[sku].price, found[sku].max_per_customer, found[sku].name)
+        for sku in skus
+    }
 
 
 def product_get_for_stock(*, sku: str) -> Product:

@@ -10,6 +10,7 @@ import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import NamedTuple
 
 import msgspec
@@ -19,7 +20,7 @@ from django.core.validators import validate_email
 from django.db import IntegrityError
 
 from core.clock import db_now
-from core.db import from_row, insert_defaults, is_duplicate_key, retry_on_deadlock
+from core.db import from_row, insert_defaults, is_duplicate_key, prefetched_set, retry_on_deadlock
 from core.errors import InvalidInput
 from inventory.batching import Batch, Demand, stock_section_batched
 from inventory.errors import InsufficientStock, LockTimeout, LockUnavailable
@@ -32,10 +33,11 @@ from inventory.services import (
 from orders import sql
 from orders.customers import email_canonical
 from orders.errors import IdempotencyConflict, TooManyOpenOrders
-from orders.models import Order, new_order_number
+from orders.models import Order, OrderLine, new_order_number
 from orders.selectors import order_count_open_guest, order_list_overdue_holding, order_units_held
 from orders.services.lifecycle import order_expire
 from orders.services.limits import order_lines_check_limits
+from shop.models import Product
 from shop.selectors import OrderableProduct, product_map_for_sale, products_orderable
 
 logger = logging.getLogger(__name__)
@@ -118,11 +120,21 @@ class _PlaceRequest:
     lines: tuple[StockLine, ...]
 
 
+class _PlacedLine(msgspec.Struct, array_like=True):
+    """A new order's line as inserted, in the order of the request's lines: what its buyer is shown."""
+
+    id: int
+    product_id: int
+    unit_price: Decimal
+    name: str
+
+
 class _Placed(msgspec.Struct, array_like=True):
     """What the holder tells a buyer of its order: only what the buyer cannot know from its own request.
 
     ``replayed``: an order placed before with the same key, which the buyer loads as it is now. A new
-    order's ``id`` and ``created_at`` are filled in when its batch inserts it.
+    order's ``id``, ``created_at`` and ``lines`` are filled in when its batch inserts it, so the buyer
+    answers without reading its order back.
     """
 
     number: str
@@ -130,6 +142,7 @@ class _Placed(msgspec.Struct, array_like=True):
     id: int = 0
     created_at: datetime | None = None
     replayed: bool = False
+    lines: list[_PlacedLine] = []
 
 
 def order_place(
@@ -190,9 +203,32 @@ def order_place(
             logger.warning("order placement hit a duplicate key (a lost lock?); trying again: %s", exc)
     if placed.replayed:
         return Order.all_objects.get(number=placed.number)
+    return _order_from_placed(request, placed)
+
+
+def _order_from_placed(request: "_PlaceRequest", placed: "_Placed") -> Order:
+    """The new order as inserted, its lines and their products' SKUs and names at hand (no query)."""
     row = _order_row(request, number=placed.number, expires_at=placed.expires_at)
     stamps = {"id": placed.id, "created_at": placed.created_at, "updated_at": placed.created_at}
-    return from_row(Order, insert_defaults(Order) | row | stamps)
+    order = from_row(Order, insert_defaults(Order) | row | stamps)
+    lines = []
+    for requested, line in zip(request.lines, placed.lines, strict=True):
+        order_line = from_row(
+            OrderLine,
+            insert_defaults(OrderLine)
+            | {
+                "id": line.id,
+                "order_id": order.pk,
+                "product_id": line.product_id,
+                "quantity": requested.quantity,
+                "unit_price": line.unit_price,
+            }
+            | {"created_at": placed.created_at, "updated_at": placed.created_at},
+        )
+        order_line.order = order
+        order_line.product = from_row(Product, {"id": line.product_id, "sku": requested.sku, "name": line.name})
+        lines.append(order_line)
+    return prefetched_set(order, "lines", lines)
 
 
 def _guest_check_open_orders(request: _PlaceRequest, *, guest_orders) -> None:
@@ -306,14 +342,16 @@ class _OrderBatch(Batch):
         return new.placed
 
     def write(self) -> bool:
-        """The stock (one guarded UPDATE per SKU), then orders, lines, reservations and ledger rows."""
+        """The orders with the stock's guarded UPDATEs (one round trip), then lines, reservations and ledger rows."""
         if not self.staged:
             return True
-        if not self.stock.reserve():
-            return False
-        orders = sql.orders_insert(
+        insert, rows = sql.orders_insert_statement(
             rows=[_order_row(new.request, number=new.placed.number, expires_at=self.expires_at) for new in self.staged],
         )
+        results = self.stock.reserve([insert])
+        if results is None:
+            return False
+        orders = sql.orders_stored(rows, *results)
         wanted = [
             (order, new, line) for order, new in zip(orders, self.staged, strict=True) for line in new.request.lines
         ]
@@ -336,7 +374,10 @@ class _OrderBatch(Batch):
             expires_at=self.expires_at,
         )
         for order, new in zip(orders, self.staged, strict=True):
-            new.placed.id, new.placed.created_at = order["id"], order["created_at"]
+            new.placed.id, new.placed.created_at, new.placed.lines = order["id"], order["created_at"], []
+        for (_, new, line), row in zip(wanted, lines, strict=True):
+            name = new.products[line.sku].name
+            new.placed.lines.append(_PlacedLine(row["id"], row["product_id"], row["unit_price"], name))
         return True
 
     def free_more(self) -> int:

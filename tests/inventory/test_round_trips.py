@@ -9,6 +9,7 @@ from core.clock import db_now
 from inventory.services import stock_reserve
 from orders.models import Order
 from orders.services import order_place
+from shop.models import Product
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,6 +27,7 @@ def test_placing_an_order_costs_a_fixed_number_of_queries_and_redis_commands(mak
         make_product(sku=f"SKU-{n}", stock=10)
     items = [{"sku": f"SKU-{n}", "quantity": 1} for n in range(skus)]
     db_now()  # the database's clock is read once per DB_CLOCK_RESYNC_SECONDS, not per order
+    order_place(email="a@example.com", items=items, idempotency_key="warm")  # the lock scripts loaded in Redis
     redis_commands.clear()
 
     with CaptureQueriesContext(connection) as queries:
@@ -65,3 +67,29 @@ def test_reserving_an_order_with_its_lines_at_hand_costs_three_queries_and_two_r
     # Acquire (or be refused on a sold-out mark, and take the queued) and release.
     assert redis_commands == ["CLIENT+EVALSHA+BLPOP", "EVALSHA"]
     assert [r.quantity for r in reservations] == [1] and reservations[0].pk is not None
+
+
+@pytest.mark.parametrize("skus", [1, 3])
+def test_the_order_api_answers_a_new_order_without_reading_it_back(make_product, customer_client, skus):
+    """The placed order comes back from the service with its lines, prices and product names at hand."""
+    for n in range(skus):
+        make_product(sku=f"SKU-{n}", stock=10, price=f"{n + 1}.50")
+    items = [{"sku": f"SKU-{n}", "quantity": n + 1} for n in range(skus)]
+    customer_client.post("/api/orders/", {"items": items}, format="json", HTTP_IDEMPOTENCY_KEY="warm")
+
+    with CaptureQueriesContext(connection) as queries:
+        response = customer_client.post("/api/orders/", {"items": items}, format="json", HTTP_IDEMPOTENCY_KEY="k")
+
+    assert response.status_code == 201
+    assert queries[-1]["sql"] == "COMMIT", [q["sql"][:60] for q in queries]  # nothing read after placing
+    assert response.json()["lines"] == [
+        {
+            "sku": f"SKU-{n}",
+            "name": Product.objects.get(sku=f"SKU-{n}").name,
+            "quantity": n + 1,
+            "unit_price": f"{n + 1}.50",
+            "line_total": f"{(n + 1) * (n + 1.5):.2f}",
+        }
+        for n in range(skus)
+    ]
+    assert response.json() == customer_client.get(f"/api/orders/{response.json()['number']}/").json()
