@@ -14,6 +14,7 @@ from typing import Any, NamedTuple, NoReturn
 
 from django.core.exceptions import FieldDoesNotExist
 from django.db import IntegrityError, InterfaceError, OperationalError, connections, models, router
+from django.db.models import QuerySet
 from django.utils import timezone
 
 logger = logging.getLogger(__name__)
@@ -190,13 +191,21 @@ def insert_returning(model: type[models.Model], rows: list[dict]) -> tuple[str, 
         params = [prepare(field, row[field.attname]) for row in filled for field in fields]
     except KeyError:  # a row left a field out and named one that is no column
         _refuse(model, columns, filled)
-    quote = connection.ops.quote_name
-    placeholder = f"({', '.join(['%s'] * len(fields))})"
-    sql = (
-        f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(field.column) for field in fields)}) "
-        f"VALUES {', '.join([placeholder] * len(filled))} RETURNING {quote(model._meta.pk.column)}"
+    into, placeholder, returning = _insert_sql(model, connection.alias)
+    return f"{into}{', '.join([placeholder] * len(filled))}{returning}", params, filled
+
+
+@functools.cache
+def _insert_sql(model: type[models.Model], alias: str) -> tuple[str, str, str]:
+    """``insert_returning``'s SQL around its rows, quoted once per model: INSERT ... VALUES, a row's
+    placeholder, RETURNING."""
+    quote = connections[alias].ops.quote_name
+    fields = _columns(model).fields
+    return (
+        f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(field.column) for field in fields)}) VALUES ",
+        f"({', '.join(['%s'] * len(fields))})",
+        f" RETURNING {quote(model._meta.pk.column)}",
     )
-    return sql, params, filled
 
 
 def _refuse(model: type[models.Model], columns: _Columns, rows: list[dict]) -> NoReturn:
@@ -243,9 +252,10 @@ def prefetched_set(instance: models.Model, related_name: str, objects: list[mode
     """``instance`` with ``objects`` as its prefetched ``related_name`` set, as ``prefetch_related`` leaves it.
 
     For objects already at hand (just inserted): ``instance.<related_name>.all()`` and a later
-    ``prefetch_related_objects`` then read them without a query.
+    ``prefetch_related_objects`` then read them without a query. The set is a bare queryset of the
+    related model (building the related manager's filtered one costs more than the objects).
     """
-    related = getattr(instance, related_name).all()
+    related = QuerySet(model=getattr(type(instance), related_name).rel.related_model)
     related._result_cache, related._prefetch_done = list(objects), True
     if not hasattr(instance, "_prefetched_objects_cache"):
         instance._prefetched_objects_cache = {}

@@ -5,7 +5,9 @@ Built with the ORM they cost more CPU than the database spends running them (see
 docs/benchmarks.md). Everything off the hot path uses the ORM.
 """
 
-from core.db import bulk_insert, insert_returning, select_in
+from django.db import connection
+
+from core.db import bulk_insert, insert_returning, select_in_statement, statements_run
 from orders.models import Order, OrderLine
 
 
@@ -14,10 +16,13 @@ def order_ids_with_keys(*, scopes, key_hashes) -> list[int]:
 
     Both columns are given so the (scope, hash) unique index answers it, not a scan of every order.
     """
-    return [
-        pk
-        for (pk,) in select_in(Order, "id", idempotency_scope=sorted(scopes), idempotency_key_hash=sorted(key_hashes))
-    ]
+    [rows] = statements_run(connection.alias, [order_ids_with_keys_statement(scopes=scopes, key_hashes=key_hashes)])
+    return [pk for (pk,) in rows]
+
+
+def order_ids_with_keys_statement(*, scopes, key_hashes) -> tuple[str, list]:
+    """``order_ids_with_keys``'s statement, for a caller that sends it with others (``statements_run``)."""
+    return select_in_statement(Order, "id", idempotency_scope=sorted(scopes), idempotency_key_hash=sorted(key_hashes))
 
 
 def orders_insert_statement(*, rows: list[dict]) -> tuple[tuple[str, list], list[dict]]:

@@ -7,7 +7,7 @@ from django.db import connection
 from django.db.models import BooleanField, ExpressionWrapper, F, Q, QuerySet
 from django.db.models.functions import Coalesce, Now
 
-from core.db import select_in
+from core.db import select_in, select_in_statement
 from core.errors import InvalidInput
 from shop.errors import ProductUnavailable, SaleNotStarted, UnknownProduct
 from shop.models import Product, sku_normalise
@@ -42,13 +42,26 @@ def product_map_for_sale(*, skus: Iterable[str]) -> dict[str, ProductForSale]:
 
     Plain SQL: a lock holder reads this once per batch of orders, every queued buyer waits for it,
     and building the query with the ORM takes more CPU than running it (see the profile in
-    docs/benchmarks.md).
+    docs/benchmarks.md). A caller that sends it with other statements uses ``products_for_sale_statement``.
     """
     skus = sorted(set(skus))
     if not skus:
         return {}
+    return products_for_sale_from_rows(select_in(Product, _FOR_SALE_COLUMNS, sku=skus))
+
+
+_FOR_SALE_COLUMNS = "sku, id, price, is_active, is_deleted, max_per_customer, sale_starts_at, name"
+
+
+def products_for_sale_statement(*, skus: Iterable[str]) -> tuple[str, list]:
+    """``product_map_for_sale``'s statement (at least one SKU), for ``statements_run``; its rows go to
+    ``products_for_sale_from_rows``."""
+    return select_in_statement(Product, _FOR_SALE_COLUMNS, sku=sorted(set(skus)))
+
+
+def products_for_sale_from_rows(rows) -> dict[str, ProductForSale]:
+    """``product_map_for_sale``'s answer from the rows its statement returned."""
     price = Product._meta.get_field("price")
-    rows = select_in(Product, "sku, id, price, is_active, is_deleted, max_per_customer, sale_starts_at, name", sku=skus)
     return {
         sku: ProductForSale(
             pk,

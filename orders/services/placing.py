@@ -17,10 +17,10 @@ import msgspec
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
-from django.db import IntegrityError
+from django.db import IntegrityError, connection
 
 from core.clock import db_now
-from core.db import from_row, insert_defaults, is_duplicate_key, prefetched_set, retry_on_deadlock
+from core.db import from_row, insert_defaults, is_duplicate_key, prefetched_set, retry_on_deadlock, statements_run
 from core.errors import InvalidInput
 from inventory.batching import Batch, Demand, stock_section_batched
 from inventory.errors import InsufficientStock, LockTimeout, LockUnavailable
@@ -38,7 +38,12 @@ from orders.selectors import order_count_open_guest, order_list_overdue_holding,
 from orders.services.lifecycle import order_expire
 from orders.services.limits import order_lines_check_limits
 from shop.models import Product
-from shop.selectors import OrderableProduct, product_map_for_sale, products_orderable
+from shop.selectors import (
+    OrderableProduct,
+    products_for_sale_from_rows,
+    products_for_sale_statement,
+    products_orderable,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -291,12 +296,23 @@ class _OrderBatch(Batch):
 
     def __init__(self, requests: list[_PlaceRequest]):
         super().__init__(requests)
-        self._placed_before = _orders_by_key(requests)
+        # One round trip reads the orders placed before with the requests' keys and the products of
+        # every line (a replay's too: replays are rare, and a product read and not used costs nothing).
+        keyed, products = statements_run(
+            connection.alias,
+            [
+                sql.order_ids_with_keys_statement(
+                    scopes={r.scope for r in requests}, key_hashes={r.key_hash for r in requests}
+                ),
+                products_for_sale_statement(skus={line.sku for r in requests for line in r.lines}),
+            ],
+        )
+        self._placed_before = _orders_by_key([pk for (pk,) in keyed])
         self._new_by_key: dict[tuple[str, str], _NewOrder] = {}
         self._skus = sorted(
             {line.sku for r in requests if (r.scope, r.key_hash) not in self._placed_before for line in r.lines}
         )
-        self.products = product_map_for_sale(skus=self._skus)
+        self.products = products_for_sale_from_rows(products)
         limited = {product.pk for product in self.products.values() if product.max_per_customer is not None}
         self._held = order_units_held(buyers={r.buyer for r in requests}, product_ids=limited)
         self.now = db_now()
@@ -384,9 +400,9 @@ class _OrderBatch(Batch):
         return _orders_expire_overdue_holding(skus=self._skus)
 
 
-def _orders_by_key(requests: list[_PlaceRequest]) -> dict[tuple[str, str], Order]:
-    """Orders already placed with these requests' idempotency keys (replays, which are rare, load by ORM)."""
-    ids = sql.order_ids_with_keys(scopes={r.scope for r in requests}, key_hashes={r.key_hash for r in requests})
+def _orders_by_key(ids: list[int]) -> dict[tuple[str, str], Order]:
+    """The orders placed before with a batch's keys, by (scope, key hash), from their ids (replays, which
+    are rare, load by ORM)."""
     if not ids:
         return {}
     return {
