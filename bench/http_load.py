@@ -78,8 +78,8 @@ class Server:
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             [
-                *(BIN / "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{self.port}"),
-                *("--workers", str(self.workers), "--threads", str(self.threads)),
+                *(BIN / "gunicorn", "--config", "config/gunicorn.conf.py", "config.wsgi"),
+                *("--bind", f"127.0.0.1:{self.port}", "--workers", str(self.workers), "--threads", str(self.threads)),
             ],
             cwd=ROOT,
             env=self.env,

@@ -231,6 +231,52 @@ def run_wrk(
     return rows
 
 
+def run_wrk_threads(*, threads=(1, 4, 8), seconds: int = 5, connections: int = 64, progress=None) -> list[dict]:
+    """Our API and the plain checkout on both workloads, per gunicorn thread count (production's
+    ``CONN_MAX_AGE``): what ``config/gunicorn.conf.py``'s default threads are chosen by."""
+    say = progress or (lambda message: None)
+    _, token = _buyer_token()
+    rows = []
+    for count in threads:
+        env = {"DJANGO_SETTINGS_MODULE": "bench.http_settings", "CONN_MAX_AGE": "60"}
+        with Server(workers=2 * os.cpu_count(), threads=count, **env) as server:
+            common = {"token": token, "connections": connections}
+            for design in (OURS, CHECKOUT):
+                _cell(server, design, HOT, stock=AMPLE, seconds=1, **common)
+            for workload in WORKLOADS:
+                for design in (OURS, CHECKOUT):
+                    say(f"{count} threads per worker: {workload.title}, {design.name}")
+                    row, _ = _cell(server, design, workload, stock=AMPLE, seconds=seconds, **common)
+                    rows.append(row | {"kind": "threads", "workers": server.workers, "threads": count})
+    return rows
+
+
+def threads_table(rows: list[dict]) -> list[str]:
+    """The report's markdown for ``run_wrk_threads``."""
+    if not rows:
+        return []
+    body = [
+        [
+            row["threads"],
+            next(w.title for w in WORKLOADS if w.name == row["workload"]),
+            f"**{row['design']}**" if row["design"] == OURS.name else row["design"],
+            f"{row['requests_per_s']:,.0f}",
+            f"{row['p50_ms']:.1f}",
+            f"{row['p99_ms']:.1f}",
+            f"{row['cores_busy']:.2f}",
+        ]
+        for row in rows
+    ]
+    return [
+        f"gunicorn threads per worker ({rows[0]['workers']} workers, `CONN_MAX_AGE` 60, one round of "
+        f"{statistics.median(r['seconds'] for r in rows):.0f} s per cell, wrk at {rows[0]['connections']} "
+        "connections): `config/gunicorn.conf.py` takes its default from these. More threads let more buyers "
+        "of a hot SKU queue for one batch; on 3-SKU carts they mostly add lock waits.",
+        "",
+        *_table(["threads", "workload", "design", "requests/s", "p50 ms", "p99 ms", "cores busy"], body),
+    ]
+
+
 def _table(header: list[str], body: list[list]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in body]

@@ -355,6 +355,36 @@ class OurStockReserve(OurDesign):
             raise Refused from exc
 
 
+class OurRowsNoLock(OurStockReserve):
+    """``stock_reserve``'s rows and guarded UPDATEs, in its one round trip, without the Redis lock or the
+    batching around them: what our writes cost alone. Safe without the lock (the guard decides), but
+    without the lock's queue a hot SKU's buyers wait on its row lock, one commit each."""
+
+    name = "our rows, no lock"
+    ours = False
+
+    def buy(self, picked):
+        # Imported here: bench.targets may run this bench code against another checkout's app.
+        from inventory import sql
+
+        order = self.orders[tuple(sorted(picked))]
+        rows = [
+            {
+                "order_line_id": line.pk,
+                "product_id": line.product_id,
+                "quantity": line.quantity,
+                "expires_at": self.expires,
+            }
+            for line in order.lines.all()
+        ]
+        with transaction.atomic():
+            statements, rows = sql.reservations_statements(rows)
+            if sql.reserved_add_if_free(
+                quantities={row["product_id"]: 1 for row in rows}, statements=statements
+            ).refused:
+                raise Refused
+
+
 class OurOrderPlace(OurDesign):
     """The full ``order_place``: order, lines, reservations and ledger rows, idempotency key."""
 
@@ -395,7 +425,17 @@ class PlainCheckout(ShopDesign):
             raise Refused from exc
 
 
-DESIGNS = [OurStockReserve, OurOrderPlace, PlainCheckout, Floor, SelectForUpdate, Optimistic, Sell3, PollingLock]
+DESIGNS = [
+    OurStockReserve,
+    OurOrderPlace,
+    PlainCheckout,
+    OurRowsNoLock,
+    Floor,
+    SelectForUpdate,
+    Optimistic,
+    Sell3,
+    PollingLock,
+]
 
 
 # --- Running a cell ---------------------------------------------------------------------------
