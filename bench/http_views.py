@@ -23,6 +23,7 @@ from django.views.decorators.http import require_POST
 from rest_framework import status
 from rest_framework.exceptions import ParseError, Throttled
 from rest_framework.response import Response
+from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
 from inventory.errors import DuplicateLine, InsufficientStock
@@ -91,6 +92,13 @@ def floor_bare(request):
     if not reserve_guarded(product_ids=product_ids):
         return JsonResponse({"code": "insufficient_stock"}, status=409)
     return JsonResponse({"reserved": len(product_ids)}, status=201)
+
+
+class PlainOrderOutputSerializer(OrderOutputSerializer):
+    """The order API's output fields, rendered by DRF's generic ``to_representation``, as a Django
+    developer's serializer renders them (the shop's own writes them out: ``OrderOutputSerializer``)."""
+
+    to_representation = Serializer.to_representation
 
 
 def checkout_plain(*, customer, items: list[dict], idempotency_key: str, client_address: str = "") -> Order:
@@ -188,4 +196,4 @@ class CheckoutPlainApi(APIView):
             client_address=throttle.client_address,
         )
         prefetch_related_objects([order], "lines__product")
-        return Response(OrderOutputSerializer(order).data, status=status.HTTP_201_CREATED)
+        return Response(PlainOrderOutputSerializer(order).data, status=status.HTTP_201_CREATED)

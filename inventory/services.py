@@ -13,10 +13,10 @@ from datetime import datetime
 
 import msgspec
 from django.conf import settings
-from django.db import IntegrityError
+from django.db import IntegrityError, connection
 from django.db.models import F, Sum
 
-from core.db import from_row, insert_defaults
+from core.db import from_row, insert_defaults, statements_run
 from core.errors import InvalidInput, InvalidQuantity
 from inventory import sql
 from inventory.batching import Batch, Demand, stock_section_batched
@@ -84,14 +84,17 @@ class ReservationLine(msgspec.Struct, frozen=True, array_like=True):
     quantity: int
 
 
-def stock_reservations_create(*, lines: list[ReservationLine], expires_at: datetime) -> list[dict]:
-    """Reservation and ledger rows for lines whose units the caller's batch has reserved.
-
-    Returns the rows as stored (``from_row`` makes instances of them).
-    """
-    if not lines:
-        return []
-    return sql.reservations_insert(rows=[_reservation_row(line, expires_at) for line in lines])
+def stock_reservations_create_for_orders(*, order_ids: list[int], lines: int, expires_at: datetime, statements) -> list:
+    """An active reservation and its ledger row for each of the ``lines`` lines of these new orders, whose
+    units the caller's batch has reserved, after the caller's ``statements`` (the INSERT of those lines),
+    all in one round trip: what the statements returned."""
+    *returned, reserved, recorded = statements_run(
+        connection.alias,
+        [*statements, *sql.reservations_for_orders_statements(order_ids=order_ids, expires_at=expires_at)],
+    )
+    if reserved != lines or recorded != lines:  # never expected; the transaction rolls back
+        raise StockInvariantBroken(f"{reserved} reservations and {recorded} ledger rows for {lines} new lines")
+    return returned
 
 
 def _reservation_row(line: ReservationLine, expires_at: datetime) -> dict:

@@ -73,15 +73,6 @@ def reservations_first_expiry(*, product_ids) -> dict[int, datetime]:
     return {product_id: convert(first, None, connection) for product_id, first in rows}
 
 
-def reservations_insert(*, rows: list[dict]) -> list[dict]:
-    """Insert reservation rows (``Reservation`` attnames) and their ledger rows.
-
-    Returns the rows as stored: with ``id`` and timestamps (``from_row`` makes instances of them).
-    """
-    statements, rows = reservations_statements(rows)
-    return reservations_stored(rows, statements_run(connection.alias, statements))
-
-
 def _reserved_add_statement(*, product_id: int, quantity: int) -> tuple[str, list]:
     stock = _table_of(Stock)
     sql = (
@@ -112,6 +103,38 @@ def reservations_statements(rows: list[dict]) -> tuple[list[tuple[str, list]], l
     )
     created_at = Reservation._meta.get_field("created_at").get_db_prep_save(rows[0]["created_at"], connection)
     return [(insert, params), (record, [StockMovement.Kind.RESERVE.value, created_at, *line_ids])], rows
+
+
+def reservations_for_orders_statements(*, order_ids: list[int], expires_at: datetime) -> list[tuple[str, list]]:
+    """An active reservation for every line of these new orders, and its ledger row: two INSERT ... SELECTs,
+    for a caller that inserts the lines in the same round trip (their ids are not known when it is sent).
+
+    Each statement returns its row count: one per line, or the transaction must not commit.
+    """
+    reservations, order_lines = (
+        _table_of(Reservation),
+        _table_of(Reservation._meta.get_field("order_line").related_model),
+    )
+    movements, stocks = _table_of(StockMovement), _table_of(Stock)
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    in_orders = ", ".join(["%s"] * len(order_ids))
+    insert = (
+        f"INSERT INTO {reservations} (created_at, updated_at, order_line_id, product_id, quantity, state, expires_at,"
+        f" release_reason) SELECT %s, %s, l.id, l.product_id, l.quantity, %s, %s, '' FROM {order_lines} l"
+        f" WHERE l.order_id IN ({in_orders}) ORDER BY l.id"
+    )
+    record = (
+        f"INSERT INTO {movements} (stock_id, kind, on_hand_delta, reserved_delta, order_id, reservation_id, reason,"
+        " created_at, updated_at)"
+        f" SELECT s.id, %s, 0, r.quantity, l.order_id, r.id, '', r.created_at, r.updated_at FROM {reservations} r"
+        f" JOIN {order_lines} l ON l.id = r.order_line_id JOIN {stocks} s ON s.product_id = r.product_id"
+        f" WHERE {_first_new_id_bound()}r.created_at = %s AND l.order_id IN ({in_orders}) ORDER BY r.id"
+    )
+    expires = connection.ops.adapt_datetimefield_value(expires_at)
+    return [
+        (insert, [now, now, Reservation.State.ACTIVE.value, expires, *order_ids]),
+        (record, [StockMovement.Kind.RESERVE.value, now, *order_ids]),
+    ]
 
 
 def _first_new_id_bound() -> str:

@@ -7,7 +7,7 @@ docs/benchmarks.md). Everything off the hot path uses the ORM.
 
 from django.db import connection
 
-from core.db import bulk_insert, insert_returning, select_in_statement, statements_run
+from core.db import insert_returning, select_in_statement, statements_run
 from orders.models import Order, OrderLine
 
 
@@ -37,6 +37,13 @@ def orders_stored(rows: list[dict], ids: list[tuple]) -> list[dict]:
     return [row | {"id": pk} for row, (pk,) in zip(rows, ids, strict=True)]
 
 
-def order_lines_insert(*, rows: list[dict]) -> list[dict]:
-    """Insert order line rows in one statement; the rows as stored, with ``id``."""
-    return bulk_insert(OrderLine, rows)
+def order_lines_insert_statement(*, rows: list[dict]) -> tuple[tuple[str, list], list[dict]]:
+    """The INSERT of order line rows, to send with their reservations' (``order_lines_stored`` reads what it
+    returns), and the rows with their defaults."""
+    sql, params, rows = insert_returning(OrderLine, rows)
+    return (sql, params), rows
+
+
+def order_lines_stored(rows: list[dict], ids: list[tuple]) -> list[dict]:
+    """The order line rows as stored, with ``id``, from what their INSERT returned."""
+    return [row | {"id": pk} for row, (pk,) in zip(rows, ids, strict=True)]

@@ -25,10 +25,9 @@ from core.errors import InvalidInput
 from inventory.batching import Batch, Demand, stock_section_batched
 from inventory.errors import InsufficientStock, LockTimeout, LockUnavailable
 from inventory.services import (
-    ReservationLine,
     StockLine,
     stock_lines_validate,
-    stock_reservations_create,
+    stock_reservations_create_for_orders,
 )
 from orders import sql
 from orders.customers import email_canonical
@@ -371,7 +370,7 @@ class _OrderBatch(Batch):
         wanted = [
             (order, new, line) for order, new in zip(orders, self.staged, strict=True) for line in new.request.lines
         ]
-        lines = sql.order_lines_insert(
+        insert, rows = sql.order_lines_insert_statement(
             rows=[
                 {
                     "order_id": order["id"],
@@ -382,13 +381,13 @@ class _OrderBatch(Batch):
                 for order, new, line in wanted
             ],
         )
-        stock_reservations_create(
-            lines=[
-                ReservationLine(line.sku, row["id"], row["product_id"], row["quantity"])
-                for (_, _, line), row in zip(wanted, lines, strict=True)
-            ],
+        [line_ids] = stock_reservations_create_for_orders(
+            order_ids=[order["id"] for order in orders],
+            lines=len(rows),
             expires_at=self.expires_at,
+            statements=[insert],
         )
+        lines = sql.order_lines_stored(rows, line_ids)
         for order, new in zip(orders, self.staged, strict=True):
             new.placed.id, new.placed.created_at, new.placed.lines = order["id"], order["created_at"], []
         for (_, new, line), row in zip(wanted, lines, strict=True):

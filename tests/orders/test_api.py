@@ -229,3 +229,22 @@ def test_a_busy_sku_answers_503_with_retry_after(customer_client, mug, settings)
     assert response.status_code == 503 and response.json()["code"] == "lock_timeout"
     assert response["Retry-After"] == "1"
     assert not Order.objects.exists()
+
+
+def test_the_order_output_written_out_renders_what_drf_renders_from_the_declared_fields(
+    customer_client, mug, make_product
+):
+    """``OrderOutputSerializer`` writes its rendering out for speed; it must stay DRF's, field for field."""
+    from rest_framework import serializers
+
+    from orders.apis import OrderOutputSerializer
+
+    make_product(sku="TEE", stock=5, price="7.05")
+    number = create(customer_client, [{"sku": "MUG", "quantity": 3}, {"sku": "TEE", "quantity": 1}]).json()["number"]
+    unpaid = Order.objects.get(number=number)
+    paid = pay(Order.objects.get(number=number))
+
+    for order in (unpaid, paid):
+        serializer = OrderOutputSerializer(order)
+        assert serializer.to_representation(order) == serializers.Serializer.to_representation(serializer, order)
+    assert OrderOutputSerializer(paid).data["paid_at"] is not None
