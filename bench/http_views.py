@@ -29,7 +29,6 @@ from rest_framework.views import APIView
 from inventory.errors import DuplicateLine, InsufficientStock
 from inventory.models import Reservation, Stock, StockMovement
 from orders.apis import OrderCollectionApi, OrderOutputSerializer
-from orders.errors import IdempotencyKeyRequired
 from orders.models import Order, OrderLine
 from orders.throttling import OrderThrottle
 from shop.errors import UnknownProduct
@@ -181,19 +180,7 @@ class CheckoutPlainApi(APIView):
     """The plain checkout over HTTP: the order API's authentication, throttle, header and body checks and answer."""
 
     def post(self, request):
-        throttle = OrderThrottle(request)
-        if not throttle.attempt():
-            raise Throttled(wait=throttle.wait())
-        key = request.headers.get("Idempotency-Key", "").strip()
-        if not 1 <= len(key) <= 64:
-            raise IdempotencyKeyRequired()
-        data = OrderCollectionApi.OrderCreateInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        order = checkout_plain(
-            customer=request.user,
-            items=data.validated_data["items"],
-            idempotency_key=key,
-            client_address=throttle.client_address,
-        )
+        items, key, client_address = OrderCollectionApi.order_request_checked(request)
+        order = checkout_plain(customer=request.user, items=items, idempotency_key=key, client_address=client_address)
         prefetch_related_objects([order], "lines__product")
         return Response(PlainOrderOutputSerializer(order).data, status=status.HTTP_201_CREATED)

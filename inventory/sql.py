@@ -90,19 +90,9 @@ def reservations_statements(rows: list[dict]) -> tuple[list[tuple[str, list]], l
     creation time and order lines.
     """
     insert, params, rows = insert_returning(Reservation, rows)
-    line_ids = sorted({row["order_line_id"] for row in rows})
-    movements, reservations, stocks = _table_of(StockMovement), _table_of(Reservation), _table_of(Stock)
-    order_lines = _table_of(Reservation._meta.get_field("order_line").related_model)
-    record = (
-        f"INSERT INTO {movements} (stock_id, kind, on_hand_delta, reserved_delta, order_id, reservation_id, reason,"
-        " created_at, updated_at)"
-        f" SELECT s.id, %s, 0, r.quantity, l.order_id, r.id, '', r.created_at, r.updated_at FROM {reservations} r"
-        f" JOIN {order_lines} l ON l.id = r.order_line_id JOIN {stocks} s ON s.product_id = r.product_id"
-        f" WHERE {_first_new_id_bound()}r.created_at = %s AND r.order_line_id IN ({', '.join(['%s'] * len(line_ids))})"
-        " ORDER BY r.id"
-    )
     created_at = Reservation._meta.get_field("created_at").get_db_prep_save(rows[0]["created_at"], connection)
-    return [(insert, params), (record, [StockMovement.Kind.RESERVE.value, created_at, *line_ids])], rows
+    record = _ledger_of_new_reservations(created_at, "r.order_line_id", sorted({row["order_line_id"] for row in rows}))
+    return [(insert, params), record], rows
 
 
 def reservations_for_orders_statements(*, order_ids: list[int], expires_at: datetime) -> list[tuple[str, list]]:
@@ -111,30 +101,38 @@ def reservations_for_orders_statements(*, order_ids: list[int], expires_at: date
 
     Each statement returns its row count: one per line, or the transaction must not commit.
     """
-    reservations, order_lines = (
-        _table_of(Reservation),
-        _table_of(Reservation._meta.get_field("order_line").related_model),
-    )
-    movements, stocks = _table_of(StockMovement), _table_of(Stock)
+    reservations, order_lines = _table_of(Reservation), _order_lines_table()
     now = connection.ops.adapt_datetimefield_value(timezone.now())
-    in_orders = ", ".join(["%s"] * len(order_ids))
     insert = (
         f"INSERT INTO {reservations} (created_at, updated_at, order_line_id, product_id, quantity, state, expires_at,"
         f" release_reason) SELECT %s, %s, l.id, l.product_id, l.quantity, %s, %s, '' FROM {order_lines} l"
-        f" WHERE l.order_id IN ({in_orders}) ORDER BY l.id"
-    )
-    record = (
-        f"INSERT INTO {movements} (stock_id, kind, on_hand_delta, reserved_delta, order_id, reservation_id, reason,"
-        " created_at, updated_at)"
-        f" SELECT s.id, %s, 0, r.quantity, l.order_id, r.id, '', r.created_at, r.updated_at FROM {reservations} r"
-        f" JOIN {order_lines} l ON l.id = r.order_line_id JOIN {stocks} s ON s.product_id = r.product_id"
-        f" WHERE {_first_new_id_bound()}r.created_at = %s AND l.order_id IN ({in_orders}) ORDER BY r.id"
+        f" WHERE l.order_id IN ({', '.join(['%s'] * len(order_ids))}) ORDER BY l.id"
     )
     expires = connection.ops.adapt_datetimefield_value(expires_at)
     return [
         (insert, [now, now, Reservation.State.ACTIVE.value, expires, *order_ids]),
-        (record, [StockMovement.Kind.RESERVE.value, now, *order_ids]),
+        _ledger_of_new_reservations(now, "l.order_id", order_ids),
     ]
+
+
+def _ledger_of_new_reservations(created_at, column: str, values: list) -> tuple[str, list]:
+    """The INSERT ... SELECT of a ``reserve`` ledger row for each reservation created at ``created_at``
+    whose ``column`` (of the reservation ``r`` or its order line ``l``) is one of ``values``: it needs
+    no ids, the database finds the new reservations."""
+    movements, reservations, stocks = _table_of(StockMovement), _table_of(Reservation), _table_of(Stock)
+    record = (
+        f"INSERT INTO {movements} (stock_id, kind, on_hand_delta, reserved_delta, order_id, reservation_id, reason,"
+        " created_at, updated_at)"
+        f" SELECT s.id, %s, 0, r.quantity, l.order_id, r.id, '', r.created_at, r.updated_at FROM {reservations} r"
+        f" JOIN {_order_lines_table()} l ON l.id = r.order_line_id JOIN {stocks} s ON s.product_id = r.product_id"
+        f" WHERE {_first_new_id_bound()}r.created_at = %s AND {column} IN ({', '.join(['%s'] * len(values))})"
+        " ORDER BY r.id"
+    )
+    return record, [StockMovement.Kind.RESERVE.value, created_at, *values]
+
+
+def _order_lines_table() -> str:
+    return _table_of(Reservation._meta.get_field("order_line").related_model)
 
 
 def _first_new_id_bound() -> str:

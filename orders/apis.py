@@ -115,6 +115,20 @@ class OrderCollectionApi(generics.ListAPIView):
     def get_queryset(self):
         return order_list_for_customer(customer=self.request.user)
 
+    @classmethod
+    def order_request_checked(cls, request) -> tuple[list[dict], str, str]:
+        """An order request, counted by the order throttle and checked: its lines, its Idempotency-Key and
+        the client address the throttle counted; a refusal is raised."""
+        throttle = OrderThrottle(request)
+        if not throttle.attempt():
+            raise Throttled(wait=throttle.wait())
+        key = request.headers.get("Idempotency-Key", "").strip()
+        if not 1 <= len(key) <= 64:
+            raise IdempotencyKeyRequired()
+        data = cls.OrderCreateInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        return data.validated_data["items"], key, throttle.client_address
+
     @extend_schema(
         operation_id="orders_list",
         responses={
@@ -153,20 +167,13 @@ class OrderCollectionApi(generics.ListAPIView):
         },
     )
     def post(self, request):
-        throttle = OrderThrottle(request)
-        if not throttle.attempt():
-            raise Throttled(wait=throttle.wait())
-        key = request.headers.get("Idempotency-Key", "").strip()
-        if not 1 <= len(key) <= 64:
-            raise IdempotencyKeyRequired()
-        data = self.OrderCreateInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
+        items, key, client_address = self.order_request_checked(request)
         order = order_place(
             customer=request.user,
             email=request.user.email,
-            items=data.validated_data["items"],
+            items=items,
             idempotency_key=key,
-            client_address=throttle.client_address,
+            client_address=client_address,
         )
         prefetch_related_objects([order], "lines__product")  # the lines and the total read them once
         return Response(OrderOutputSerializer(order).data, status=status.HTTP_201_CREATED)
