@@ -54,9 +54,12 @@ THIRD_PARTY_APPS = [
     "csp",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "django_countries",
 ]
 LOCAL_APPS = [
     "core",
+    "tax",
+    "shipping",
     "shop",
     "inventory",
     "orders",
@@ -111,6 +114,8 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "shop.context_processors.cart",
             ],
+            # {{ amount|money }} in every template and email
+            "builtins": ["core.templatetags.money"],
         },
     },
 ]
@@ -238,6 +243,15 @@ if PAYMENT_PROVIDER not in PAYMENT_PROVIDERS:
 SHOP_CURRENCY = env("SHOP_CURRENCY", default="EUR").upper()
 if not re.fullmatch(r"[A-Z]{3}", SHOP_CURRENCY):
     raise environ.ImproperlyConfigured("SHOP_CURRENCY must be an ISO 4217 code such as EUR, USD or JPY")
+# Tax (orders.pricing; rates per country are staff's, in the admin). Prices are entered including tax
+# (as shops selling to consumers in the EU show them) or excluding it (added at checkout, as in the US).
+PRICES_INCLUDE_TAX = env.bool("PRICES_INCLUDE_TAX", default=True)
+# Shipping is taxed at the destination's default rate (as EU VAT requires), or not at all.
+SHIPPING_TAXED = env.bool("SHIPPING_TAXED", default=True)
+# Where the shop is: the tax country of an order that ships nothing and gives no billing address.
+SHOP_COUNTRY = env("SHOP_COUNTRY", default="DE").upper()
+if not re.fullmatch(r"[A-Z]{2}", SHOP_COUNTRY):
+    raise environ.ImproperlyConfigured("SHOP_COUNTRY must be an ISO 3166 code such as DE, US or JP")
 STRIPE_SECRET_KEY = env("STRIPE_SECRET_KEY", default="")
 # Signs the webhooks: Stripe's endpoint secret; the local provider signs with it too. The default is
 # for development only (production refuses it).

@@ -27,6 +27,7 @@ class SwaggerUiView(SpectacularSwaggerSplitView):
 api_patterns = [
     path("products/", shop_apis.ProductListApi.as_view(), name="product-list"),
     path("products/<str:sku>/", shop_apis.ProductDetailApi.as_view(), name="product-detail"),
+    path("checkout/quote/", order_apis.CheckoutQuoteApi.as_view(), name="checkout-quote"),
     path("orders/", order_apis.OrderCollectionApi.as_view(), name="order-list"),
     path("orders/<str:number>/", order_apis.OrderDetailApi.as_view(), name="order-detail"),
     path("orders/<str:number>/pay/", order_apis.OrderPayApi.as_view(), name="order-pay"),
@@ -51,6 +52,7 @@ urlpatterns = [
     path("orders/<str:number>/", order_views.order_detail, name="order-detail"),
     path("orders/<str:number>/pay/", order_views.order_pay_view, name="order-pay"),
     path("orders/<str:number>/cancel/", order_views.order_cancel_view, name="order-cancel"),
+    path("orders/<str:number>/to-cart/", order_views.order_to_cart_view, name="order-to-cart"),
     path("payments/<str:provider>/webhook/", payment_webhooks.provider_webhook, name="payment-webhook"),
     path("payments/local/<str:reference>/", payment_webhooks.local_checkout, name="local-checkout"),
     # Login and logout only: the shop sends no email, so Django's password-reset pages (which would

@@ -182,6 +182,8 @@ def insert_returning(model: type[models.Model], rows: list[dict]) -> tuple[str, 
     def prepare(field, value):
         if value is None or isinstance(value, (bool, int, str)):
             return value
+        if isinstance(value, (dict, list)):  # JSON: unhashable, and rarely shared
+            return field.get_db_prep_save(value, connection)
         key = (field.attname, value)
         if key not in prepared:
             prepared[key] = field.get_db_prep_save(value, connection)

@@ -3,6 +3,8 @@
 Counters change only through ``inventory.services``.
 """
 
+import re
+
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
@@ -13,6 +15,7 @@ from django.forms.models import BaseInlineFormSet
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
+from django.utils.text import capfirst
 
 from core.admin import NonAtomicChangeformMixin, ReadOnlyAdminMixin
 from core.errors import DomainError
@@ -23,6 +26,8 @@ from inventory.services import stock_adjust, stock_restock
 from shop.admin import ProductAddForm, ProductAdmin
 from shop.models import Product
 
+# A reason another service records as a code (``refund_restock``), not as words staff typed.
+REASON_CODE = re.compile(r"[a-z]+(_[a-z]+)+")
 LOW_STOCK_THRESHOLD = 5
 MOVEMENTS_SHOWN = 20
 STALE_MESSAGE = "The stock changed while this form was open (an order or another edit), so nothing was saved."
@@ -143,15 +148,27 @@ class MovementHistoryFormSet(BaseInlineFormSet):
         return []  # the ledger is written by the service only
 
 
+def movement_reason(movement) -> str:
+    """A movement's reason in words: a release's reason by its label, a service's code spelt out, staff's
+    own text as they wrote it."""
+    if movement.kind == StockMovement.Kind.RELEASE and movement.reason in Reservation.ReleaseReason.values:
+        return Reservation.ReleaseReason(movement.reason).label
+    return capfirst(movement.reason.replace("_", " ")) if REASON_CODE.fullmatch(movement.reason) else movement.reason
+
+
 class MovementInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = StockMovement
     formset = MovementHistoryFormSet
-    fields = readonly_fields = ["kind", "on_hand_delta", "reserved_delta", "reason", "actor", "order", "created_at"]
+    fields = readonly_fields = ["kind", "on_hand_delta", "reserved_delta", "why", "actor", "order", "created_at"]
     ordering = ["-id"]
     verbose_name_plural = f"movements (newest {MOVEMENTS_SHOWN})"
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("actor", "order")
+
+    @admin.display(description="reason")
+    def why(self, movement):
+        return movement_reason(movement)
 
 
 @admin.register(Stock)
@@ -229,16 +246,21 @@ class StockAdmin(NonAtomicChangeformMixin, admin.ModelAdmin):
 class StockMovementAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """The ledger, paginated: append-only, so there is nothing to edit."""
 
-    list_display = ["created_at", "sku", "kind", "on_hand_delta", "reserved_delta", "reason", "actor", "order"]
+    list_display = ["created_at", "sku", "kind", "on_hand_delta", "reserved_delta", "why", "actor", "order"]
     list_select_related = ["stock__product", "actor", "order"]
     list_filter = ["kind", "created_at"]
     search_fields = ["stock__product__sku", "reason", "order__number"]
     ordering = ["-id"]
-    fields = ["stock", "kind", "on_hand_delta", "reserved_delta", "reason", "actor", "order", "reservation"]
+    fields = ["stock", "kind", "on_hand_delta", "reserved_delta", "why", "actor", "order", "reservation"]
+    readonly_fields = ["why"]
 
     @admin.display(description="SKU", ordering="stock__product__sku")
     def sku(self, movement):
         return movement.stock.product.sku
+
+    @admin.display(description="reason", ordering="reason")
+    def why(self, movement):
+        return movement_reason(movement)
 
 
 class ReservationExpiredFilter(admin.SimpleListFilter):

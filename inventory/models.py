@@ -71,7 +71,7 @@ class Reservation(TimestampedModel):
         ]
 
     def __str__(self):
-        return f"{self.quantity} x {self.product_id} ({self.state})"
+        return f"{self.quantity} × {self.product.sku} ({self.get_state_display().lower()})"
 
 
 class StockMovementQuerySet(TimestampedQuerySet):
@@ -112,7 +112,12 @@ class StockMovement(TimestampedModel):
         indexes = [models.Index(fields=["stock", "id"])]
 
     def __str__(self):
-        return f"{self.kind} on_hand{self.on_hand_delta:+d} reserved{self.reserved_delta:+d}"
+        changes = [
+            f"{delta:+d} {name}"
+            for name, delta in [("on hand", self.on_hand_delta), ("reserved", self.reserved_delta)]
+            if delta
+        ]
+        return f"{self.get_kind_display()}: {', '.join(changes) or 'no change'}"
 
     def save(self, *args, **kwargs):
         if self.pk is not None:

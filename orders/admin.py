@@ -8,13 +8,15 @@ from django.contrib.admin import helpers
 from django.contrib.admin.actions import delete_selected as django_delete_selected
 from django.contrib.auth import get_permission_codename
 from django.db import transaction
-from django.db.models import DecimalField, F, OuterRef, Subquery, Sum
 from django.http import HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html
 
 from core.admin import ReadOnlyAdminMixin, SoftDeleteAdmin
 from core.errors import DomainError
+from core.money import money_format
 from orders.models import Order, OrderLine, Payment, PaymentEvent
 from orders.selectors import order_list_deletable, order_list_overdue
 from orders.services import order_cancel, order_refund, order_release_expired
@@ -33,21 +35,33 @@ class OrdersRevived(Exception):
         )
 
 
+# The tabular inline without the per-row caption: the row's columns already say what it is.
+UNCAPTIONED_TABULAR = "admin/edit_inline/tabular_uncaptioned.html"
+
+
 class PaymentInline(ReadOnlyAdminMixin, admin.TabularInline):
     """Every charge taken for the order and what became of it (captured, refunded, or not yet settled)."""
 
     model = Payment
+    template = UNCAPTIONED_TABULAR
     fields = readonly_fields = [
         "provider",
         "reference",
-        "amount",
-        "currency",
+        "amount_shown",
         "state",
-        "amount_refunded",
+        "refunded_shown",
         "refund_restock",
         "created_at",
         "updated_at",
     ]
+
+    @admin.display(description="amount")
+    def amount_shown(self, payment):
+        return money_format(payment.amount, payment.currency)
+
+    @admin.display(description="amount refunded")
+    def refunded_shown(self, payment):
+        return money_format(payment.amount_refunded, payment.currency)
 
 
 class OverdueFilter(admin.SimpleListFilter):
@@ -70,14 +84,19 @@ class OverdueFilter(admin.SimpleListFilter):
 
 class OrderLineInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = OrderLine
-    fields = readonly_fields = ["product", "quantity", "unit_price", "line_total", "reservation"]
+    template = UNCAPTIONED_TABULAR
+    fields = readonly_fields = ["product", "quantity", "unit_price_shown", "line_total_shown", "reservation"]
 
     def get_queryset(self, request):
-        return super().get_queryset(request).select_related("product").prefetch_related("reservations")
+        return super().get_queryset(request).select_related("product", "order").prefetch_related("reservations")
+
+    @admin.display(description="unit price")
+    def unit_price_shown(self, line):
+        return money_format(line.unit_price, line.order.currency)
 
     @admin.display(description="line total")
-    def line_total(self, line):
-        return line.line_total
+    def line_total_shown(self, line):
+        return money_format(line.line_total, line.order.currency)
 
     @admin.display(description="reservation")
     def reservation(self, line):
@@ -89,23 +108,15 @@ class OrderLineInline(ReadOnlyAdminMixin, admin.TabularInline):
         )
 
 
-def _line_totals():
-    lines = OrderLine.objects.filter(order=OuterRef("pk")).values("order")
-    return Subquery(
-        lines.annotate(total=Sum(F("unit_price") * F("quantity"))).values("total"),
-        output_field=DecimalField(max_digits=14, decimal_places=2),
-    )
-
-
 @admin.register(Order)
 class OrderAdmin(SoftDeleteAdmin):
-    list_display = ["number", "buyer", "status", "total", "expires_at", "created_at", "is_deleted"]
+    list_display = ["number", "buyer_name", "status", "total_shown", "created_at", "deleted"]
     list_select_related = ["customer"]
     list_filter = ["status", OverdueFilter, "created_at"]
     search_fields = ["number", "email", "customer__username", "customer__email"]
     ordering = ["-created_at", "-id"]
     fieldsets = [
-        (None, {"fields": ["number", "status", "customer", "email", "total"]}),
+        (None, {"fields": ["number", "status", "customer", "email", "total_shown"]}),
         ("Reservation and payment", {"fields": ["expires_at", "paid_at", "payment_reference"]}),
         ("Record", {"fields": ["idempotency_key", "created_at", "updated_at", "is_deleted", "deleted_at"]}),
     ]
@@ -119,8 +130,8 @@ class OrderAdmin(SoftDeleteAdmin):
         "refund_only",
     ]
 
-    def get_queryset(self, request):
-        return super().get_queryset(request).annotate(total_amount=_line_totals())
+    class Media:
+        css = {"all": ["core/admin.css"]}  # the list fits a 1280 px window
 
     def has_add_permission(self, request):
         return False  # orders are placed by customers, through order_place
@@ -176,13 +187,19 @@ class OrderAdmin(SoftDeleteAdmin):
             self.message_user(request, f"Nothing deleted: {lost}; cancel it first, or leave it out.", messages.ERROR)
             return None
 
+    # Named apart from the model's fields: a list column or read-only field named like one shows the field.
     @admin.display(description="customer / email", ordering="email")
-    def buyer(self, order):
-        return order.customer.username if order.customer else order.email
+    def buyer_name(self, order):
+        name = order.customer.username if order.customer else order.email
+        return format_html('<span class="truncate" title="{}">{}</span>', name, name)
 
-    @admin.display(description="total", ordering="total_amount")
-    def total(self, order):
-        return order.total_amount
+    @admin.display(description="total", ordering="total")
+    def total_shown(self, order):
+        return money_format(order.total, order.currency)
+
+    @admin.display(description="deleted", boolean=True, ordering="is_deleted")
+    def deleted(self, order):
+        return order.is_deleted
 
     @admin.action(description="Cancel selected orders (their stock is released)", permissions=["manage"])
     def cancel_selected(self, request, queryset):
@@ -209,13 +226,16 @@ class OrderAdmin(SoftDeleteAdmin):
 
     @admin.action(description="Refund selected paid orders and restock their units", permissions=["refund"])
     def refund_and_restock(self, request, queryset):
-        self._refund(request, queryset, restock=True)
+        return self._refund(request, queryset, restock=True)
 
     @admin.action(description="Refund selected paid orders (their units stay sold)", permissions=["refund"])
     def refund_only(self, request, queryset):
-        self._refund(request, queryset, restock=False)
+        return self._refund(request, queryset, restock=False)
 
-    def _refund(self, request, queryset, *, restock: bool) -> None:
+    def _refund(self, request, queryset, *, restock: bool):
+        """Refund once staff confirmed it on a page saying what is refunded and whether its units go back."""
+        if request.POST.get("post") != "yes":
+            return self._refund_confirmation(request, queryset, restock=restock)
         refunded, sent, refused = [], [], []
         for order in queryset:
             if order.status == Order.Status.REFUNDED:
@@ -240,6 +260,22 @@ class OrderAdmin(SoftDeleteAdmin):
             )
         if refused:
             self.message_user(request, "Not refunded: " + "; ".join(refused), messages.ERROR)
+        return None
+
+    def _refund_confirmation(self, request, queryset, *, restock: bool) -> TemplateResponse:
+        orders = list(queryset.select_related("customer"))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Refund orders?",
+            "opts": self.opts,
+            "action": request.POST["action"],
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            "restock": restock,
+            "refundable": [order for order in orders if order.status == Status.PAID],
+            "left": [order for order in orders if order.status != Status.PAID],
+            "changelist_url": reverse("admin:orders_order_changelist"),
+        }
+        return TemplateResponse(request, "admin/orders/order/refund_confirmation.html", context)
 
     def changelist_view(self, request, extra_context=None):
         """Let "Release expired orders now" run with nothing ticked: it sweeps every overdue order anyway."""
@@ -270,7 +306,14 @@ class OrderAdmin(SoftDeleteAdmin):
 class PaymentEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """The providers' webhook events as received: what the shop was told, and whether it was applied."""
 
-    list_display = ["event_id", "type", "provider", "created_at", "processed_at"]
+    list_display = ["event_id", "type", "provider", "created_at", "processed"]
     list_filter = ["type", "provider"]
     search_fields = ["event_id"]
     fields = readonly_fields = ["event_id", "type", "provider", "payload", "created_at", "processed_at"]
+
+    class Media:
+        css = {"all": ["core/admin.css"]}  # the list fits a 1280 px window
+
+    @admin.display(description="processed", boolean=True, ordering="processed_at")
+    def processed(self, event):
+        return event.processed_at is not None

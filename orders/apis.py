@@ -9,20 +9,67 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api import ErrorSerializer, StrictIntegerField
+from core.errors import InvalidInput
 from inventory.apis import InsufficientStockErrorSerializer
 from orders.errors import IdempotencyKeyRequired
 from orders.selectors import order_find_by_number, order_find_for_customer, order_list_for_customer
-from orders.services import order_cancel, order_pay, order_place, order_refund
+from orders.services import order_cancel, order_pay, order_place, order_quote, order_refund
 from orders.throttling import OrderThrottle
+from shipping.addresses import ADDRESS_FIELDS, address_clean
 from shop.models import SKU_MAX_LENGTH
+
+
+def _money(**kwargs):
+    return serializers.DecimalField(max_digits=12, decimal_places=2, **kwargs)
+
+
+def _rate(**kwargs):
+    return serializers.DecimalField(max_digits=6, decimal_places=3, help_text="Percent.", **kwargs)
+
+
+class AddressSerializer(serializers.Serializer):
+    """A postal address, checked against its country's rules (``shipping.addresses``)."""
+
+    full_name = serializers.CharField(max_length=ADDRESS_FIELDS["full_name"])
+    line1 = serializers.CharField(max_length=ADDRESS_FIELDS["line1"])
+    line2 = serializers.CharField(max_length=ADDRESS_FIELDS["line2"], required=False, allow_blank=True)
+    city = serializers.CharField(max_length=ADDRESS_FIELDS["city"])
+    postal_code = serializers.CharField(
+        max_length=ADDRESS_FIELDS["postal_code"],
+        required=False,
+        allow_blank=True,
+        help_text="Where the country uses one.",
+    )
+    region = serializers.CharField(
+        max_length=ADDRESS_FIELDS["region"],
+        required=False,
+        allow_blank=True,
+        help_text="State, province or prefecture, where the country uses one (its code or name).",
+    )
+    country = serializers.CharField(max_length=2, min_length=2, help_text="ISO 3166-1 alpha-2 code, e.g. DE.")
+    phone = serializers.CharField(max_length=ADDRESS_FIELDS["phone"], required=False, allow_blank=True)
+
+    def validate(self, attrs):
+        try:
+            return address_clean(attrs)
+        except InvalidInput as exc:
+            raise serializers.ValidationError(exc.payload["fields"]) from None
+
+
+class ShippingMethodOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField(allow_null=True, help_text="The method's id (null once staff deleted it).")
+    name = serializers.CharField()
+    price = _money()
 
 
 class OrderLineOutputSerializer(serializers.Serializer):
     sku = serializers.CharField(source="product.sku")
     name = serializers.CharField(source="product.name")
     quantity = serializers.IntegerField()
-    unit_price = serializers.DecimalField(max_digits=12, decimal_places=2)
-    line_total = serializers.DecimalField(max_digits=14, decimal_places=2)
+    unit_price = _money()
+    line_total = _money()
+    tax_rate = _rate()
+    tax = _money(help_text="Included in line_total if prices_include_tax, else added to it.")
 
 
 class OrderOutputSerializer(serializers.Serializer):
@@ -32,7 +79,17 @@ class OrderOutputSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     expires_at = serializers.DateTimeField()
     paid_at = serializers.DateTimeField(allow_null=True)
-    total = serializers.DecimalField(max_digits=14, decimal_places=2)
+    shipping_address = AddressSerializer(allow_null=True, help_text="null: nothing in the order is shipped.")
+    billing_address = AddressSerializer(
+        source="billing_address_or_shipping", allow_null=True, help_text="The shipping address unless one was given."
+    )
+    shipping_method = ShippingMethodOutputSerializer(source="*", allow_null=True)
+    currency = serializers.CharField(help_text="ISO 4217 code of every amount.")
+    prices_include_tax = serializers.BooleanField()
+    subtotal = _money(help_text="The lines' totals.")
+    shipping_price = _money()
+    tax = _money(help_text="The lines' and the shipping's tax.")
+    total = _money(help_text="What is charged: subtotal + shipping_price (+ tax unless prices include it).")
     lines = OrderLineOutputSerializer(many=True, source="lines.all")
 
     def to_representation(self, order):
@@ -41,8 +98,13 @@ class OrderOutputSerializer(serializers.Serializer):
         DRF's generic rendering deep-copies every declared field for each serializer it makes, which
         cost an order request more than rendering it; tests/orders/test_api.py holds the two equal.
         """
-        fields, line_fields = self._declared_fields, OrderLineOutputSerializer._declared_fields
-        money, line_money, time = fields["total"], line_fields["unit_price"], fields["created_at"]
+        fields = self._declared_fields
+        money, rate, time = (
+            fields["total"],
+            OrderLineOutputSerializer._declared_fields["tax_rate"],
+            fields["created_at"],
+        )
+        billing = order.billing_address_or_shipping
         return {
             "number": str(order.number),
             "status": str(order.status),
@@ -50,18 +112,39 @@ class OrderOutputSerializer(serializers.Serializer):
             "created_at": time.to_representation(order.created_at),
             "expires_at": time.to_representation(order.expires_at),
             "paid_at": None if order.paid_at is None else time.to_representation(order.paid_at),
+            "shipping_address": _address_output(order.shipping_address),
+            "billing_address": _address_output(billing),
+            "shipping_method": None
+            if not order.shipping_method_name
+            else {
+                "id": order.shipping_method_id,
+                "name": str(order.shipping_method_name),
+                "price": money.to_representation(order.shipping_price),
+            },
+            "currency": str(order.currency),
+            "prices_include_tax": bool(order.prices_include_tax),
+            "subtotal": money.to_representation(order.subtotal),
+            "shipping_price": money.to_representation(order.shipping_price),
+            "tax": money.to_representation(order.tax),
             "total": money.to_representation(order.total),
             "lines": [
                 {
                     "sku": str(line.product.sku),
                     "name": str(line.product.name),
                     "quantity": int(line.quantity),
-                    "unit_price": line_money.to_representation(line.unit_price),
-                    "line_total": line_fields["line_total"].to_representation(line.line_total),
+                    "unit_price": money.to_representation(line.unit_price),
+                    "line_total": money.to_representation(line.line_total),
+                    "tax_rate": rate.to_representation(line.tax_rate),
+                    "tax": money.to_representation(line.tax),
                 }
                 for line in order.lines.all()
             ],
         }
+
+
+def _address_output(address: dict | None) -> dict | None:
+    """An address as the output shows it: every field, as stored."""
+    return None if address is None else {field: str(address.get(field, "")) for field in ADDRESS_FIELDS}
 
 
 class OrderRefusedSerializer(InsufficientStockErrorSerializer):
@@ -72,6 +155,12 @@ class OrderRefusedSerializer(InsufficientStockErrorSerializer):
     held = serializers.IntegerField(required=False, help_text="limit_exceeded: units the customer holds")
     allowed = serializers.IntegerField(required=False, help_text="limit_exceeded: how many more may be ordered")
     starts_at = serializers.DateTimeField(required=False, help_text="sale_not_started: when the sale opens")
+    country = serializers.CharField(
+        required=False, help_text="shipping_unavailable, shipping_method_unavailable: the country's ISO code"
+    )
+    methods = serializers.ListField(
+        child=serializers.IntegerField(), required=False, help_text="shipping_method_unavailable: the ids that go"
+    )
 
 
 IDEMPOTENCY_KEY = OpenApiParameter(
@@ -111,14 +200,26 @@ class OrderCollectionApi(generics.ListAPIView):
         items = OrderLineInputSerializer(
             many=True, allow_empty=False, min_length=1, max_length=settings.MAX_ORDER_LINES
         )
+        shipping_address = AddressSerializer(
+            required=False, allow_null=True, help_text="Required when any product is shipped."
+        )
+        billing_address = AddressSerializer(
+            required=False, allow_null=True, help_text="Omit or null: the shipping address."
+        )
+        shipping_method = StrictIntegerField(
+            required=False,
+            allow_null=True,
+            min_value=1,
+            help_text="The id of a method the quote offers; required when any product is shipped.",
+        )
 
     def get_queryset(self):
         return order_list_for_customer(customer=self.request.user)
 
     @classmethod
-    def order_request_checked(cls, request) -> tuple[list[dict], str, str]:
-        """An order request, counted by the order throttle and checked: its lines, its Idempotency-Key and
-        the client address the throttle counted; a refusal is raised."""
+    def order_request_checked(cls, request) -> tuple[dict, str, str]:
+        """An order request, counted by the order throttle and checked: its data (items, addresses,
+        method), its Idempotency-Key and the client address the throttle counted; a refusal is raised."""
         throttle = OrderThrottle(request)
         if not throttle.attempt():
             raise Throttled(wait=throttle.wait())
@@ -127,7 +228,7 @@ class OrderCollectionApi(generics.ListAPIView):
             raise IdempotencyKeyRequired()
         data = cls.OrderCreateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        return data.validated_data["items"], key, throttle.client_address
+        return data.validated_data, key, throttle.client_address
 
     @extend_schema(
         operation_id="orders_list",
@@ -157,7 +258,8 @@ class OrderCollectionApi(generics.ListAPIView):
             409: OpenApiResponse(
                 OrderRefusedSerializer,
                 description="insufficient_stock, per SKU; limit_exceeded (sku, limit, held, allowed); "
-                "sale_not_started (sku, starts_at)",
+                "sale_not_started (sku, starts_at); shipping_unavailable (country: no zone covers it); "
+                "shipping_method_unavailable (country, methods: the ids that do go)",
             ),
             422: OpenApiResponse(ErrorSerializer, description="idempotency_conflict: key reused with another body"),
             429: OpenApiResponse(
@@ -167,16 +269,109 @@ class OrderCollectionApi(generics.ListAPIView):
         },
     )
     def post(self, request):
-        items, key, client_address = self.order_request_checked(request)
+        data, key, client_address = self.order_request_checked(request)
         order = order_place(
             customer=request.user,
             email=request.user.email,
-            items=items,
+            items=data["items"],
             idempotency_key=key,
             client_address=client_address,
+            shipping_address=data.get("shipping_address"),
+            billing_address=data.get("billing_address"),
+            shipping_method=data.get("shipping_method"),
         )
         prefetch_related_objects([order], "lines__product")  # the lines and the total read them once
         return Response(OrderOutputSerializer(order).data, status=status.HTTP_201_CREATED)
+
+
+class QuoteLineOutputSerializer(serializers.Serializer):
+    sku = serializers.CharField()
+    name = serializers.CharField()
+    quantity = serializers.IntegerField()
+    unit_price = _money()
+    line_total = _money()
+    tax_rate = _rate()
+    tax = _money()
+
+
+class QuoteOutputSerializer(serializers.Serializer):
+    shipping_methods = ShippingMethodOutputSerializer(many=True, help_text="The methods that go, cheapest first.")
+    shipping_method = serializers.IntegerField(
+        allow_null=True, help_text="The method priced: the one asked for, else the cheapest; null: nothing shipped."
+    )
+    currency = serializers.CharField()
+    prices_include_tax = serializers.BooleanField()
+    subtotal = _money()
+    shipping_price = _money()
+    tax = _money()
+    total = _money()
+    lines = QuoteLineOutputSerializer(many=True)
+
+
+class CheckoutQuoteApi(APIView):
+    """What an order would cost, shipped to an address, without placing anything (stock is checked when
+    the order is placed)."""
+
+    @extend_schema(
+        operation_id="checkout_quote",
+        request=OrderCollectionApi.OrderCreateInputSerializer,
+        responses={
+            200: QuoteOutputSerializer,
+            400: OpenApiResponse(
+                ErrorSerializer,
+                description="invalid_input (a missing or bad address field, no shipping address for shipped "
+                "goods), invalid_quantity, duplicate_line, unknown_sku, product_unavailable, malformed_json",
+            ),
+            401: UNAUTHENTICATED,
+            403: CSRF_REFUSED,
+            409: OpenApiResponse(
+                OrderRefusedSerializer,
+                description="sale_not_started; shipping_unavailable (country); shipping_method_unavailable "
+                "(country, methods)",
+            ),
+        },
+    )
+    def post(self, request):
+        data = OrderCollectionApi.OrderCreateInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        shipping, billing = data.validated_data.get("shipping_address"), data.validated_data.get("billing_address")
+        quote = order_quote(
+            items=data.validated_data["items"],
+            shipping_country=shipping["country"] if shipping else None,
+            billing_country=billing["country"] if billing else None,
+            shipping_method=data.validated_data.get("shipping_method"),
+        )
+        price = quote.price
+        if price is None:
+            raise InvalidInput(fields={"shipping_address": "These goods are shipped: give a shipping address."})
+        return Response(
+            QuoteOutputSerializer(
+                {
+                    "shipping_methods": quote.shipping_offers,
+                    "shipping_method": price.shipping_method.id if price.shipping_method else None,
+                    "currency": price.currency,
+                    "prices_include_tax": price.prices_include_tax,
+                    "subtotal": price.subtotal,
+                    "shipping_price": price.shipping_price,
+                    "tax": price.tax,
+                    "total": price.total,
+                    "lines": [
+                        {
+                            "sku": product_sku,
+                            "name": product.name,
+                            "quantity": quantity,
+                            "unit_price": product.price,
+                            "line_total": priced.line_total,
+                            "tax_rate": priced.tax_rate,
+                            "tax": priced.tax,
+                        }
+                        for (product, quantity), priced, product_sku in zip(
+                            quote.lines, price.lines, quote.skus, strict=True
+                        )
+                    ],
+                }
+            ).data
+        )
 
 
 class OrderDetailApi(APIView):

@@ -22,6 +22,7 @@ SESSION_CHECKOUT_KEYS = "checkout_keys"  # idempotency key of each checkout page
 # The email each key was submitted with while its outcome is unknown: a guest's key is scoped by email,
 # so its next submit must use the same one to find (or place once) the order.
 SESSION_UNCONFIRMED = "checkout_unconfirmed"
+SESSION_ADDRESS = "checkout_address"  # the shipping address of this browser's last order, offered next time
 KEYS_KEPT = 20
 GUEST_ORDERS_KEPT = 50
 
@@ -63,6 +64,14 @@ class CheckoutSession:
         self._session.pop(SESSION_UNCONFIRMED, None)
         if self._guest:
             self._session[SESSION_ORDERS] = [*self.guest_orders, number][-GUEST_ORDERS_KEPT:]
+
+    @property
+    def last_address(self) -> dict | None:
+        return self._session.get(SESSION_ADDRESS)
+
+    def remember_address(self, address: dict | None) -> None:
+        if address:
+            self._session[SESSION_ADDRESS] = address
 
     def issue_key(self, *, unconfirmed: str | None = None, email: str = "") -> str:
         """The key to show the checkout page with: ``unconfirmed``, the key of a submit whose outcome is

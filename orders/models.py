@@ -6,6 +6,7 @@ from django.db import models
 from django.db.models import F, Q
 
 from core.models import BaseModel
+from shipping.addresses import address_lines
 
 # No 0/O/1/I: numbers get read out over the phone.
 _NUMBER_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
@@ -49,11 +50,42 @@ class Order(BaseModel):
     # it until then, and take it over afterwards if that sweeper died.
     sweep_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
     payment_reference = models.CharField(max_length=64, blank=True)
+    # Copies of the addresses as given (``shipping.addresses``): editing an address never changes an order.
+    # No shipping address: nothing in the order is shipped. No billing address: the shipping address.
+    shipping_address = models.JSONField(null=True, blank=True)
+    billing_address = models.JSONField(null=True, blank=True)
+    shipping_method = models.ForeignKey(
+        "shipping.ShippingMethod", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    shipping_method_name = models.CharField(max_length=100, blank=True)  # as it was called when chosen
+    # The totals as placed (``orders.pricing``), never recomputed: each is the sum of what the lines and
+    # the shipping store. With prices including tax, the tax is part of the subtotal and the shipping;
+    # without, it is added to them.
+    currency = models.CharField(max_length=3)
+    prices_include_tax = models.BooleanField()
+    subtotal = models.DecimalField(max_digits=12, decimal_places=2)
+    shipping_price = models.DecimalField(max_digits=12, decimal_places=2, default=0)
+    shipping_tax_rate = models.DecimalField(max_digits=6, decimal_places=3, default=0)
+    shipping_tax = models.DecimalField(max_digits=12, decimal_places=2, default=0)
+    tax = models.DecimalField(max_digits=12, decimal_places=2)
+    total = models.DecimalField(max_digits=12, decimal_places=2)
 
     class Meta(BaseModel.Meta):
         ordering = ["-created_at", "-id"]
         permissions = [("refund_order", "Can refund a paid order")]
         constraints = [
+            models.CheckConstraint(
+                condition=Q(subtotal__gte=0)
+                & Q(shipping_price__gte=0)
+                & Q(shipping_tax__gte=0)
+                & Q(tax__gte=F("shipping_tax")),
+                name="order_amounts_not_negative",
+            ),
+            models.CheckConstraint(
+                condition=Q(prices_include_tax=True, total=F("subtotal") + F("shipping_price"))
+                | Q(prices_include_tax=False, total=F("subtotal") + F("shipping_price") + F("tax")),
+                name="order_total_adds_up",
+            ),
             models.UniqueConstraint(
                 fields=["idempotency_scope", "idempotency_key_hash"], name="order_idempotency_key_per_customer"
             ),
@@ -64,8 +96,16 @@ class Order(BaseModel):
         return self.number
 
     @property
-    def total(self):
-        return sum((line.line_total for line in self.lines.all()), start=0)
+    def billing_address_or_shipping(self) -> dict | None:
+        return self.billing_address or self.shipping_address
+
+    @property
+    def shipping_address_lines(self) -> list[str]:
+        return address_lines(self.shipping_address)
+
+    @property
+    def billing_address_lines(self) -> list[str]:
+        return address_lines(self.billing_address_or_shipping)
 
     @cached_property
     def skus(self) -> list[str]:
@@ -86,20 +126,24 @@ class OrderLine(BaseModel):
     quantity = models.PositiveIntegerField()
     # Snapshot: a later price change must not change what the customer agreed to pay.
     unit_price = models.DecimalField(max_digits=12, decimal_places=2)
+    line_total = models.DecimalField(max_digits=12, decimal_places=2)  # unit price x quantity
+    # The tax of the line, rounded once (``orders.pricing``): part of its total if prices include tax.
+    tax_rate = models.DecimalField(max_digits=6, decimal_places=3, default=0)
+    tax = models.DecimalField(max_digits=12, decimal_places=2, default=0)
 
     class Meta(BaseModel.Meta):
         ordering = ["id"]
         constraints = [
             models.UniqueConstraint(fields=["order", "product"], name="order_line_one_per_product"),
             models.CheckConstraint(condition=Q(quantity__gt=0), name="order_line_quantity_positive"),
+            models.CheckConstraint(
+                condition=Q(line_total=F("unit_price") * F("quantity")), name="order_line_total_is_price_times_quantity"
+            ),
+            models.CheckConstraint(condition=Q(tax__gte=0), name="order_line_tax_not_negative"),
         ]
 
     def __str__(self):
         return f"{self.quantity} x {self.product_id}"
-
-    @property
-    def line_total(self):
-        return self.unit_price * self.quantity
 
 
 class Payment(BaseModel):

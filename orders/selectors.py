@@ -196,3 +196,13 @@ def payment_list_checkouts_unpayable(*, order_id: int | None = None) -> QuerySet
     if order_id is not None:
         payments = payments.filter(order_id=order_id)
     return payments.order_by("pk")[:500]
+
+
+def order_last_shipping_address(*, customer) -> dict | None:
+    """The address the customer's latest shipped order went to: offered at their next checkout."""
+    return (
+        Order.objects.filter(customer=customer, shipping_address__isnull=False)
+        .order_by("-created_at", "-id")
+        .values_list("shipping_address", flat=True)
+        .first()
+    )

@@ -8,39 +8,97 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
+from django_countries import countries
+from django_countries.fields import LazyTypedChoiceField
 
-from core.errors import DomainError
+from core.errors import DomainError, InvalidInput
+from core.money import money_format
 from orders.checkout import CheckoutSession, connection_loss_refused
 from orders.errors import IdempotencyConflict, OrderLinkExpired
 from orders.selectors import (
     order_find_by_number,
     order_find_for_customer,
+    order_last_shipping_address,
     order_list_for_visitor,
     payment_find_in_progress,
     payment_find_refunded_late,
 )
-from orders.services import order_cancel, order_pay, order_place
+from orders.services import order_cancel, order_pay, order_place, order_quote
 from orders.services.emails import order_link_check
 from orders.throttling import OrderThrottle
-from shop.cart import cart_clear
+from shipping.addresses import ADDRESS_FIELDS, address_clean
+from shipping.errors import ShippingMethodUnavailable
+from shop.cart import cart_clear, cart_set
 from shop.views import cart_lines
 
 UNCONFIRMED = "We could not confirm your order; submit again, it will not be placed twice."
+
+
+class AddressForm(forms.Form):
+    """A postal address; the country's own rules (``shipping.addresses``) are shown beside each field."""
+
+    full_name = forms.CharField(max_length=ADDRESS_FIELDS["full_name"], required=False)
+    line1 = forms.CharField(label="Address", max_length=ADDRESS_FIELDS["line1"], required=False)
+    line2 = forms.CharField(label="Address line 2", max_length=ADDRESS_FIELDS["line2"], required=False)
+    city = forms.CharField(max_length=ADDRESS_FIELDS["city"], required=False)
+    postal_code = forms.CharField(max_length=ADDRESS_FIELDS["postal_code"], required=False)
+    region = forms.CharField(
+        label="Region", max_length=ADDRESS_FIELDS["region"], required=False, help_text="State or province, if any."
+    )
+    country = LazyTypedChoiceField(choices=[("", "Choose a country")] + list(countries), required=False)
+    phone = forms.CharField(max_length=ADDRESS_FIELDS["phone"], required=False)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["country"].widget.attrs["data-refresh-on-change"] = ""
+
+    def clean(self):
+        try:
+            return address_clean(self.cleaned_data)
+        except InvalidInput as exc:
+            for field, message in exc.payload["fields"].items():
+                self.add_error(field or None, message)
+            return self.cleaned_data
+
+    @property
+    def country_chosen(self) -> str | None:
+        """The country on the form, checked or not: enough to quote shipping before the rest is filled in."""
+        value = (self.data.get(self.add_prefix("country")) if self.is_bound else self.initial.get("country")) or ""
+        return value.upper() if value.upper() in countries else None
 
 
 class CheckoutForm(forms.Form):
     email = forms.EmailField(required=False, max_length=254)
     # One key per checkout page, kept while its order may have been placed (orders.checkout).
     idempotency_key = forms.CharField(widget=forms.HiddenInput, max_length=64)
+    billing_same = forms.BooleanField(label="Bill to the shipping address", required=False, initial=True)
+    shipping_method = forms.TypedChoiceField(coerce=int, required=False, widget=forms.RadioSelect, empty_value=None)
 
-    def for_page(self, *, key: str, email: str = "") -> "CheckoutForm":
-        """The form the next page shows: with its key, and the email that key was submitted with (if kept)."""
+    def __init__(self, *args, offers=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.offers = offers
+        self.fields["shipping_method"].choices = [
+            (offer.id, f"{offer.name}: {money_format(offer.price)}") for offer in offers
+        ]
+        self.fields["shipping_method"].widget.attrs["data-refresh-on-change"] = ""
+        self.fields["billing_same"].widget.attrs["data-refresh-on-change"] = ""
+
+    def method_chosen(self) -> int | None:
+        value = self.data.get("shipping_method") if self.is_bound else None
+        return int(value) if value and str(value).isdigit() else None
+
+    def for_page(self, *, key: str, email: str = "", method: int | None = None) -> "CheckoutForm":
+        """The form the next page shows: with its key, the email that key was submitted with (if kept),
+        and ``method`` ticked, the one the totals shown are for."""
         if not self.is_bound:
-            return CheckoutForm(initial={"idempotency_key": key})
+            initial = {"idempotency_key": key, "shipping_method": method, "billing_same": True}
+            return CheckoutForm(initial=initial, offers=self.offers)
         self.data = self.data.copy()  # the errors found stay
         self.data["idempotency_key"] = key
         if email:
             self.data["email"] = email
+        if method is not None:
+            self.data["shipping_method"] = str(method)
         return self
 
 
@@ -51,6 +109,10 @@ def _order_throttled(request, *, retry_after: int):
 
 
 def checkout(request):
+    """One page: the address (if anything is shipped), the method, the totals, then place the order.
+
+    "Update totals" (or, with JavaScript, changing the country or method) shows the page again priced
+    for what is chosen; "Place order" places it. Everything works without JavaScript."""
     visitor = CheckoutSession(request)
     if request.method == "POST" and (number := visitor.order_placed_by(request.POST.get("idempotency_key", ""))):
         return redirect("order-detail", number=number)  # a second submit of a page that already placed its order
@@ -58,9 +120,29 @@ def checkout(request):
     if not lines:
         messages.info(request, "Your cart is empty.")
         return redirect("catalog")
-    form = CheckoutForm(request.POST if request.method == "POST" else None)
+    data = request.POST if request.method == "POST" else None
+    ships = any(line["product"].requires_shipping for line in lines)
+    shipping_form = billing_form = None
+    if ships:
+        last = order_last_shipping_address(customer=request.user) if request.user.is_authenticated else None
+        shipping_form = AddressForm(data, prefix="shipping", initial=last or visitor.last_address or {})
+        billing_same = data is None or bool(data.get("billing_same"))
+        billing_form = None if billing_same else AddressForm(data, prefix="billing")
+    quote, quote_error = _checkout_quote(lines, shipping_form, CheckoutForm(data).method_chosen())
+    form = CheckoutForm(data, offers=quote.shipping_offers if quote else ())
+    if quote_error is not None and shipping_form is not None and quote_error.code == "shipping_unavailable":
+        shipping_form.add_error("country", quote_error.detail)
+    elif quote_error is not None:
+        messages.error(request, quote_error.explain())
+    placing = data is not None and data.get("action") != "update"
     shortages, unconfirmed = {}, None
-    if form.is_valid() and _checkout_submitted(request, form, visitor):
+    address_forms = [f for f in (shipping_form, billing_form) if f is not None]
+    if (
+        placing
+        and form.is_valid()
+        and all([f.is_valid() for f in address_forms])
+        and _checkout_submitted(request, form, visitor)
+    ):
         key, email = form.cleaned_data["idempotency_key"], form.cleaned_data["email"]
         throttle = OrderThrottle(request, email=email)
         if not throttle.attempt():
@@ -74,6 +156,9 @@ def checkout(request):
                     idempotency_key=key,
                     client_address=throttle.client_address,
                     guest_orders=visitor.guest_orders,
+                    shipping_address=shipping_form.cleaned_data if shipping_form else None,
+                    billing_address=billing_form.cleaned_data if billing_form else None,
+                    shipping_method=form.cleaned_data["shipping_method"] if ships else None,
                 )
         except IdempotencyConflict as exc:
             # An earlier submit of this page placed an order (its outcome was unknown then) and the cart
@@ -87,14 +172,42 @@ def checkout(request):
         else:
             cart_clear(request.session)
             visitor.remember_order(key=key, number=order.number)
+            visitor.remember_address(order.shipping_address)
             return redirect("order-detail", number=order.number)
-    email = form.cleaned_data["email"] if unconfirmed else ""
-    form = form.for_page(key=visitor.issue_key(unconfirmed=unconfirmed, email=email), email=email)
+    email = form.cleaned_data.get("email", "") if unconfirmed else ""
+    key = data.get("idempotency_key", "") if data is not None and not placing else None
+    if not (key and visitor.issued(key) and not visitor.order_placed_by(key)):
+        key = visitor.issue_key(unconfirmed=unconfirmed, email=email)
+    method = quote.price.shipping_method.id if quote and quote.price and quote.price.shipping_method else None
+    form = form.for_page(key=key, email=email, method=method)
     for line in lines:
         line["short"] = line["product"].sku in shortages
         line["left"] = shortages.get(line["product"].sku)
-    total = sum(line["total"] for line in lines)
-    return render(request, "orders/checkout.html", {"form": form, "lines": lines, "total": total})
+    context = {
+        "form": form,
+        "lines": lines,
+        "ships": ships,
+        "shipping_form": shipping_form,
+        "billing_form": billing_form or AddressForm(prefix="billing"),
+        "billing_same": billing_form is None,
+        "price": quote.price if quote else None,
+        "items_total": sum(line["total"] for line in lines),
+        "needs_email": not request.user.is_authenticated or not request.user.email,
+    }
+    return render(request, "orders/checkout.html", context)
+
+
+def _checkout_quote(lines, shipping_form, method: int | None):
+    """The page's quote for the country and method on the form (the cheapest, if the one chosen does not
+    go there), and the refusal to show if there is none (a country no zone covers, say)."""
+    country = shipping_form.country_chosen if shipping_form is not None else None
+    items = [{"sku": line["product"].sku, "quantity": line["quantity"]} for line in lines]
+    try:
+        return order_quote(items=items, shipping_country=country, shipping_method=method), None
+    except ShippingMethodUnavailable:
+        return order_quote(items=items, shipping_country=country), None
+    except DomainError as exc:
+        return None, exc
 
 
 def _checkout_submitted(request, form: CheckoutForm, visitor: CheckoutSession) -> bool:
@@ -107,6 +220,9 @@ def _checkout_submitted(request, form: CheckoutForm, visitor: CheckoutSession) -
         return False
     if not request.user.is_authenticated and not data["email"]:
         form.add_error("email", "Give an email address, or log in.")
+        return False
+    if request.user.is_authenticated and not request.user.email and not data["email"]:
+        form.add_error("email", "Give an email address: your order's emails go there.")
         return False
     return True
 
@@ -198,3 +314,13 @@ def _order_for(request, number: str):
     if order is None:
         raise Http404("No such order.")
     return order
+
+
+@require_POST
+def order_to_cart_view(request, number: str):
+    """Put an order's lines back in the cart (after a declined payment, say), to change it and order again."""
+    order = _order_for(request, number)
+    for line in order.lines_with_products():
+        cart_set(request.session, sku=line.product.sku, quantity=line.quantity)
+    messages.success(request, f"The items of order {order.number} are back in your cart.")
+    return redirect("cart")

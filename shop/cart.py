@@ -1,8 +1,13 @@
 """The shopping cart, kept in the session: {sku: quantity}. Nothing is reserved until checkout."""
 
+import re
+
 from django.conf import settings
 
+from core.errors import InvalidQuantity
+
 SESSION_KEY = "cart"
+WHOLE_NUMBER = re.compile(r"[+-]?\d+")
 
 
 def cart_get(session) -> dict[str, int]:
@@ -20,9 +25,50 @@ def cart_set(session, *, sku: str, quantity: int) -> None:
     session[SESSION_KEY] = cart
 
 
-def cart_add(session, *, sku: str, quantity: int) -> None:
-    cart_set(session, sku=sku, quantity=cart_get(session).get(sku, 0) + quantity)
-
-
 def cart_clear(session) -> None:
     session.pop(SESSION_KEY, None)
+
+
+def cart_most(product) -> int:
+    """The most of ``product`` a cart line can hold now: the per-line cap, its limit per customer and what
+    is available (``product.available``, as the catalog annotates it)."""
+    return max(
+        0, min(settings.MAX_LINE_QUANTITY, product.max_per_customer or settings.MAX_LINE_QUANTITY, product.available)
+    )
+
+
+def cart_line_change(session, *, product, quantity, add: bool) -> int:
+    """Add ``quantity`` of ``product`` to its line (``add``), or set the line to it (0 removes it); the
+    quantity the line holds afterwards.
+
+    ``InvalidQuantity`` naming the product, the reason and the most it can have, for a quantity the shop
+    could never sell: not a whole number, below 1 to add (below 0 to set), or a line beyond the per-line
+    cap, the limit per customer or what is available now. The cart is unchanged then.
+    """
+    in_cart = cart_get(session).get(product.sku, 0)
+    text = str(quantity).strip()
+    if not WHOLE_NUMBER.fullmatch(text):
+        raise _refused(product, "the quantity must be a whole number", in_cart=in_cart, add=add)
+    wanted = int(text)
+    if wanted < (1 if add else 0):
+        raise _refused(
+            product, "add at least 1" if add else "the quantity cannot be negative", in_cart=in_cart, add=add
+        )
+    line = in_cart + wanted if add else wanted
+    if line > settings.MAX_LINE_QUANTITY:
+        raise _refused(product, f"at most {settings.MAX_LINE_QUANTITY} per order line", in_cart=in_cart, add=add)
+    if product.max_per_customer is not None and line > product.max_per_customer:
+        raise _refused(product, f"at most {product.max_per_customer} per customer", in_cart=in_cart, add=add)
+    if line > product.available:
+        raise _refused(product, f"only {max(0, product.available)} available now", in_cart=in_cart, add=add)
+    cart_set(session, sku=product.sku, quantity=line)
+    return line
+
+
+def _refused(product, reason: str, *, in_cart: int, add: bool) -> InvalidQuantity:
+    most = cart_most(product)
+    if add and in_cart:
+        can = f"you can add at most {max(0, most - in_cart)} more ({in_cart} already in your cart)"
+    else:
+        can = f"you can have at most {most}"
+    return InvalidQuantity(f"{product.name}: {reason}; {can}.", sku=product.sku, most=most, in_cart=in_cart)

@@ -37,6 +37,17 @@ class Product(BaseModel):
     max_per_customer = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
     # Orders are refused before this time, on the database's clock; empty: on sale now.
     sale_starts_at = models.DateTimeField(null=True, blank=True)
+    # Goods sent by post; a ticket or a gift card is not, and an order of such goods asks for no address.
+    requires_shipping = models.BooleanField(default=True)
+    weight_grams = models.PositiveIntegerField(null=True, blank=True, help_text="For shipping methods' weight limits.")
+    tax_class = models.ForeignKey(
+        "tax.TaxClass",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="Empty: the country's default rate.",
+    )
 
     class Meta(BaseModel.Meta):
         ordering = ["sku"]

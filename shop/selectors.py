@@ -14,13 +14,16 @@ from shop.models import Product, sku_normalise
 
 
 class OrderableProduct(NamedTuple):
-    """What placing an order needs of a product: its id, its price now and its limit per customer, and
-    the name its buyer is shown."""
+    """What placing an order needs of a product: its id, its price now and its limit per customer, the
+    name its buyer is shown, and what its price and shipping depend on."""
 
     pk: int
     price: Decimal
     max_per_customer: int | None = None
     name: str = ""
+    requires_shipping: bool = True
+    weight_grams: int | None = None
+    tax_class_id: int | None = None
 
 
 class ProductForSale(NamedTuple):
@@ -30,6 +33,9 @@ class ProductForSale(NamedTuple):
     max_per_customer: int | None
     sale_starts_at: datetime | None
     name: str = ""
+    requires_shipping: bool = True
+    weight_grams: int | None = None
+    tax_class_id: int | None = None
 
 
 def product_map_orderable(*, skus: Iterable[str], now: datetime) -> dict[str, OrderableProduct]:
@@ -50,7 +56,10 @@ def product_map_for_sale(*, skus: Iterable[str]) -> dict[str, ProductForSale]:
     return products_for_sale_from_rows(select_in(Product, _FOR_SALE_COLUMNS, sku=skus))
 
 
-_FOR_SALE_COLUMNS = "sku, id, price, is_active, is_deleted, max_per_customer, sale_starts_at, name"
+_FOR_SALE_COLUMNS = (
+    "sku, id, price, is_active, is_deleted, max_per_customer, sale_starts_at, name, requires_shipping, "
+    "weight_grams, tax_class_id"
+)
 
 
 def products_for_sale_statement(*, skus: Iterable[str]) -> tuple[str, list]:
@@ -70,8 +79,11 @@ def products_for_sale_from_rows(rows) -> dict[str, ProductForSale]:
             limit,
             None if starts_at is None else connection.ops.convert_datetimefield_value(starts_at, None, connection),
             name,
+            bool(requires_shipping),
+            weight,
+            tax_class,
         )
-        for sku, pk, value, is_active, is_deleted, limit, starts_at, name in rows
+        for sku, pk, value, is_active, is_deleted, limit, starts_at, name, requires_shipping, weight, tax_class in rows
     }
 
 
@@ -93,7 +105,15 @@ def products_orderable(
         if found[sku].sale_starts_at is not None and now < found[sku].sale_starts_at:
             raise SaleNotStarted(sku=sku, starts_at=found[sku].sale_starts_at.isoformat())
     return {
-        sku: OrderableProduct(found[sku].pk, found[sku].price, found[sku].max_per_customer, found[sku].name)
+        sku: OrderableProduct(
+            found[sku].pk,
+            found[sku].price,
+            found[sku].max_per_customer,
+            found[sku].name,
+            found[sku].requires_shipping,
+            found[sku].weight_grams,
+            found[sku].tax_class_id,
+        )
         for sku in skus
     }
 
@@ -131,6 +151,18 @@ def product_list_for_catalog(
     if in_stock is not None:
         products = products.filter(available__gt=0) if in_stock else products.filter(available__lte=0)
     return products.order_by(ordering, "sku")
+
+
+def product_names(*, skus: Iterable[str]) -> dict[str, str]:
+    """Products' names by SKU, of those no longer for sale (inactive or deleted) too: a buyer is told by name
+    what left the catalog. SKUs are matched in any case."""
+    normalised = set()
+    for sku in skus:
+        try:
+            normalised.add(sku_normalise(sku))
+        except InvalidInput:
+            pass  # no product could have it
+    return dict(Product.all_objects.filter(sku__in=sorted(normalised)).values_list("sku", "name"))
 
 
 def product_find_for_catalog(*, sku: str) -> Product | None:

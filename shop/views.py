@@ -2,20 +2,15 @@
 
 import math
 
-from django import forms
-from django.conf import settings
 from django.contrib import messages
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from core.clock import db_now
-from shop.cart import cart_add, cart_get, cart_set
-from shop.selectors import product_find_for_catalog, product_list_for_catalog
-
-
-class QuantityForm(forms.Form):
-    quantity = forms.IntegerField(min_value=0, max_value=settings.MAX_LINE_QUANTITY, initial=1)
+from core.errors import InvalidQuantity
+from shop.cart import cart_get, cart_line_change, cart_most, cart_set
+from shop.selectors import product_find_for_catalog, product_list_for_catalog, product_names
 
 
 def catalog(request):
@@ -28,36 +23,46 @@ def product_detail(request, sku: str):
         raise Http404("No product for sale with this SKU.")
     # Counted down by the page from the server's (database's) clock, not the visitor's.
     opens_in = 0 if product.sale_open else max(1, math.ceil((product.sale_starts_at - db_now()).total_seconds()))
-    return render(request, "shop/product.html", {"product": product, "form": QuantityForm(), "opens_in": opens_in})
+    return render(request, "shop/product.html", {"product": product, "most": cart_most(product), "opens_in": opens_in})
 
 
 @require_POST
 def cart_add_view(request, sku: str):
     product = product_find_for_catalog(sku=sku)
-    form = QuantityForm(request.POST)
-    if product is None or not form.is_valid() or form.cleaned_data["quantity"] < 1:
-        messages.error(request, "That could not be added to the cart.")
+    if product is None:
+        messages.error(request, f"{_name_of(sku)} is no longer for sale.")
         return redirect("catalog")
     if not product.sale_open:
         messages.error(request, f"The sale of {product.name} has not started yet.")
         return redirect("product", sku=product.sku)
-    cart_add(request.session, sku=product.sku, quantity=form.cleaned_data["quantity"])
-    in_cart = cart_get(request.session)[product.sku]
+    try:
+        in_cart = cart_line_change(
+            request.session, product=product, quantity=request.POST.get("quantity", ""), add=True
+        )
+    except InvalidQuantity as exc:
+        messages.error(request, exc.explain())
+        return redirect("product", sku=product.sku)
     messages.success(request, f"{product.name}: {in_cart} in your cart.")
     return redirect("cart")
 
 
 def cart_view(request):
-    return render(request, "shop/cart.html", {"lines": cart_lines(request)})
+    lines = cart_lines(request)
+    return render(request, "shop/cart.html", {"lines": lines, "total": sum(line["total"] for line in lines)})
 
 
 @require_POST
 def cart_update_view(request, sku: str):
-    form = QuantityForm(request.POST)
-    if form.is_valid() and sku in cart_get(request.session):
-        cart_set(request.session, sku=sku, quantity=form.cleaned_data["quantity"])
-    else:
-        messages.error(request, f"Give a quantity from 0 to {settings.MAX_LINE_QUANTITY}.")
+    """Set a line's quantity; the remove button posts 0."""
+    product = product_find_for_catalog(sku=sku)
+    if product is None:
+        cart_set(request.session, sku=sku, quantity=0)
+        messages.warning(request, f"{_name_of(sku)} is no longer for sale and is not in your cart.")
+        return redirect("cart")
+    try:
+        cart_line_change(request.session, product=product, quantity=request.POST.get("quantity", ""), add=False)
+    except InvalidQuantity as exc:
+        messages.error(request, exc.explain())
     return redirect("cart")
 
 
@@ -65,12 +70,20 @@ def cart_lines(request) -> list[dict]:
     """Cart lines with their products; products no longer for sale leave the cart, and the visitor is told."""
     cart = cart_get(request.session)
     products = {p.sku: p for p in product_list_for_catalog().filter(sku__in=list(cart))}
+    gone = product_names(skus=[sku for sku in cart if sku not in products])
     lines = []
     for sku, quantity in sorted(cart.items()):
         product = products.get(sku)
         if product is None:
             cart_set(request.session, sku=sku, quantity=0)
-            messages.warning(request, f"{sku} is no longer for sale and was removed from your cart.")
+            messages.warning(
+                request, f"{gone.get(sku, 'An item')} is no longer for sale and was removed from your cart."
+            )
         else:
             lines.append({"product": product, "quantity": quantity, "total": product.price * quantity})
     return lines
+
+
+def _name_of(sku: str) -> str:
+    """The name of the product ``sku`` names, in or out of the catalog; "An item" if none does."""
+    return next(iter(product_names(skus=[sku]).values()), "An item")

@@ -19,7 +19,9 @@ from orders.models import Order, Payment, PaymentEvent
 from orders.payments.local import LOCAL_OUTCOMES, LOCAL_WEBHOOK_SEND, LocalProvider, local_event
 from orders.payments.stripe import webhook_sign
 from orders.services import order_pay, payment_event_process, payment_event_receive
+from shipping.models import ShippingMethod, ShippingZone
 from shop.models import Product
+from tax.models import TaxClass, TaxRate
 
 _sku_numbers = itertools.count(1)
 
@@ -59,12 +61,22 @@ def clean_throttles():
 
 @pytest.fixture
 def make_product(db):
-    """Create a product, with ``stock`` units received through the service (so the ledger has them)."""
+    """Create a product, with ``stock`` units received through the service (so the ledger has them).
 
-    def make(*, sku=None, stock=0, price="9.99", is_active=True, name=None) -> Product:
+    Not shipped unless ``requires_shipping``: the stock engine's tests place orders without addresses;
+    tests/orders/test_checkout_totals.py and the checkout tests ship theirs."""
+
+    def make(
+        *, sku=None, stock=0, price="9.99", is_active=True, name=None, requires_shipping=False, **fields
+    ) -> Product:
         sku = sku or f"SKU-{next(_sku_numbers):05d}"
         product = Product.objects.create(
-            sku=sku, name=name or f"Product {sku}", price=Decimal(price), is_active=is_active
+            sku=sku,
+            name=name or f"Product {sku}",
+            price=Decimal(price),
+            is_active=is_active,
+            requires_shipping=requires_shipping,
+            **fields,
         )
         if stock:
             stock_restock(sku=sku, quantity=stock, reason="initial stock")
@@ -245,3 +257,36 @@ def staff_admin(client, shop_staff):
 
 def messages_of(response) -> list[str]:
     return [str(message) for message in get_messages(response.wsgi_request)]
+
+
+ADDRESS_DE = {
+    "full_name": "Erika Mustermann",
+    "line1": "Hauptstrasse 1",
+    "city": "Berlin",
+    "postal_code": "10115",
+    "country": "DE",
+    "phone": "+49 30 1234567",
+}
+ADDRESS_US = {
+    "full_name": "Jane Doe",
+    "line1": "1600 Amphitheatre Pkwy",
+    "city": "Mountain View",
+    "postal_code": "94043",
+    "region": "CA",
+    "country": "US",
+}
+
+
+@pytest.fixture
+def shipping_rules(db):
+    """Germany and France: Standard 4.90 (free from 50.00) and Express 9.90 (up to 5 kg); the US: 19.00.
+    VAT in Germany 19%, books 7%; the US untaxed. No zone covers Japan."""
+    europe = ShippingZone.objects.create(name="Europe", countries=["DE", "FR"])
+    us = ShippingZone.objects.create(name="United States", countries=["US"])
+    standard = ShippingMethod.objects.create(zone=europe, name="Standard", price=Decimal("4.90"), free_above=50)
+    express = ShippingMethod.objects.create(zone=europe, name="Express", price=Decimal("9.90"), max_weight_grams=5000)
+    overseas = ShippingMethod.objects.create(zone=us, name="Overseas", price=Decimal("19.00"))
+    books = TaxClass.objects.create(name="Books")
+    TaxRate.objects.create(country="DE", rate=Decimal(19))
+    TaxRate.objects.create(country="DE", tax_class=books, rate=Decimal(7))
+    return {"standard": standard, "express": express, "overseas": overseas, "books": books}

@@ -14,15 +14,12 @@ import stripe
 from django.conf import settings
 from django.utils import timezone
 
+from core.money import THREE_DECIMAL_CURRENCIES, WHOLE_UNITS_ONLY, ZERO_DECIMAL_CURRENCIES
 from orders.errors import AmountNotChargeable
 from orders.payments import Checkout, Outcome, PaymentOutcome, WebhookRefused, payment_metadata
 
 logger = logging.getLogger(__name__)
 
-# Amounts go to Stripe in the currency's minor unit, as Stripe defines it (docs: "Supported currencies").
-ZERO_DECIMAL_CURRENCIES = frozenset("BIF CLP DJF GNF JPY KMF KRW MGA PYG RWF UGX VND VUV XAF XOF XPF".split())
-THREE_DECIMAL_CURRENCIES = frozenset("BHD JOD KWD OMR TND".split())  # the last digit must be 0
-WHOLE_UNITS_ONLY = frozenset({"ISK"})  # two decimals on the wire, but only whole krónur
 
 # Stripe keeps a checkout session open at least this long and at most this long after it is created.
 SESSION_MIN_LIFE = timedelta(minutes=31)  # Stripe's minimum is 30 minutes; a minute for the clocks
@@ -39,6 +36,7 @@ EVENT_OUTCOMES = {
 
 
 def _exponent(currency: str) -> int:
+    """Digits of Stripe's minor unit of ``currency`` (amounts go to Stripe in it)."""
     currency = currency.upper()
     return 0 if currency in ZERO_DECIMAL_CURRENCIES else 3 if currency in THREE_DECIMAL_CURRENCIES else 2
 

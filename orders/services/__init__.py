@@ -17,6 +17,7 @@ from orders.services.paying import (
 )
 from orders.services.payment_events import payment_event_list_process, payment_event_process, payment_event_receive
 from orders.services.placing import order_place
+from orders.services.quoting import order_quote
 from orders.services.sweeps import SweepResult, order_release_expired, order_release_failed_payments
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "order_fail_payment",
     "order_pay",
     "order_place",
+    "order_quote",
     "order_refund",
     "order_release_expired",
     "order_release_failed_payments",

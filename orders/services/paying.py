@@ -19,11 +19,13 @@ from django.utils import timezone
 from core.clock import db_now
 from core.errors import DomainError
 from inventory.errors import InsufficientStock
+from inventory.models import Reservation
 from inventory.section import stock_section
-from inventory.services import stock_commit, stock_reserve, stock_restock
+from inventory.services import stock_commit, stock_release, stock_reserve, stock_restock
 from orders.errors import OrderExpired, OrderNotPayable, OrderNotRefundable, PaymentNotApplied, RefundFailed
 from orders.models import Order, Payment
 from orders.payments import PaymentOutcome, payment_provider, provider_for
+from orders.pricing import order_price
 from orders.selectors import (
     order_units_held,
     payment_find_in_progress,
@@ -32,6 +34,7 @@ from orders.selectors import (
 )
 from orders.services.lifecycle import Status, order_fail_payment, order_reload, order_transition
 from orders.services.limits import order_lines_check_limits
+from orders.services.quoting import pricing_rules
 from shop.selectors import product_map_orderable
 
 REFUND_RESTOCK = "refund_restock"  # the ledger reason of units a refund puts back on hand
@@ -43,10 +46,10 @@ def order_pay(*, order: Order, return_url: str) -> Payment:
     """Start paying ``order``: its payment with the provider, recorded before the buyer is sent to pay.
 
     Paid already, or a payment under way (pending, or charged and not yet applied): that payment
-    again, never a second charge. Expired: its lines are reserved again first, if it may be revived and
-    stock allows. The provider is called outside any lock or transaction, so a slow provider never
-    holds up other buyers. The outcome arrives later, by webhook (``payment_event_process``);
-    ``return_url`` is where the provider sends the buyer back.
+    again, never a second charge. Expired, or its payment declined: its lines are reserved again
+    first, if it may be revived and stock allows. The provider is called outside any lock or
+    transaction, so a slow provider never holds up other buyers. The outcome arrives later, by
+    webhook (``payment_event_process``); ``return_url`` is where the provider sends the buyer back.
     """
     with stock_section(skus=order.skus):
         order = order_reload(order)
@@ -54,14 +57,17 @@ def order_pay(*, order: Order, return_url: str) -> Payment:
             paid_with := order.payments.filter(reference=order.payment_reference).first()
         ):
             return paid_with
-        if order.status not in (Status.AWAITING_PAYMENT, Status.EXPIRED):
+        if order.status not in (Status.AWAITING_PAYMENT, Status.EXPIRED, Status.PAYMENT_FAILED):
             raise OrderNotPayable(number=order.number, status=order.status)
-        if order.status == Status.EXPIRED:
+        if order.status == Status.PAYMENT_FAILED:
+            # Tried again after a decline: what the release task has not yet given back goes first.
+            stock_release(order=order, reason=Reservation.ReleaseReason.PAYMENT_FAILED)
+        if order.status in (Status.EXPIRED, Status.PAYMENT_FAILED):
             _order_reserve_again(order)
         if in_progress := payment_find_in_progress(order=order):
             return in_progress  # a second click, or a charge about to apply: the same payment
         attempt = Payment.all_objects.filter(order=order).count() + 1
-    provider, amount, currency = payment_provider(), order.total, settings.SHOP_CURRENCY  # the total sums the lines
+    provider, amount, currency = payment_provider(), order.total, order.currency  # as placed, never recomputed
     checkout = provider.checkout_start(
         order=order,
         attempt=attempt,
@@ -344,7 +350,9 @@ def _order_reserve_again(order: Order, *, paid_at=None) -> None:
         held=lambda product_id: held.get((order.buyer, product_id), 0),
     )
     expires_at = now + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
-    if not order_transition(order, from_statuses=[Status.EXPIRED], to=Status.AWAITING_PAYMENT, expires_at=expires_at):
+    if not order_transition(
+        order, from_statuses=[Status.EXPIRED, Status.PAYMENT_FAILED], to=Status.AWAITING_PAYMENT, expires_at=expires_at
+    ):
         raise OrderNotPayable(number=order.number, status=order.status)
     try:
         stock_reserve(order=order, expires_at=expires_at)
@@ -352,13 +360,39 @@ def _order_reserve_again(order: Order, *, paid_at=None) -> None:
         raise OrderExpired(number=order.number, shortages=exc.payload["shortages"]) from exc
 
 
+def _order_totals_hold(order: Order, lines) -> bool:
+    """Whether the order, priced now with today's tax rates and shipping methods, costs what it stores."""
+    countries = {address["country"] for address in (order.shipping_address, order.billing_address) if address}
+    rates, methods = pricing_rules(
+        countries=countries | {settings.SHOP_COUNTRY}, ships=order.shipping_address is not None
+    )
+    try:
+        now = order_price(
+            lines,
+            shipping_country=(order.shipping_address or {}).get("country"),
+            billing_country=(order.billing_address or {}).get("country"),
+            method_id=order.shipping_method_id,
+            methods=methods,
+            rates=rates,
+        )
+    except DomainError:  # the method is gone, the country no longer served, goods now shipped
+        return False
+    return (now.subtotal, now.shipping_price, now.tax, now.total, now.currency) == (
+        order.subtotal, order.shipping_price, order.tax, order.total, order.currency,
+    )  # fmt: skip
+
+
 def _order_check_revivable(order: Order, products: dict, *, at) -> None:
     """An expired order is paid as placed only within EXPIRED_ORDER_PAYABLE_SECONDS of its expiry (on the
-    database's clock) and while every line's price is unchanged; otherwise ``OrderExpired`` with today's
-    prices, and the buyer places a new order at them."""
+    database's clock) and while every line's price and the order's totals (tax rates, shipping) are
+    unchanged; otherwise ``OrderExpired`` with today's prices, and the buyer places a new order at them."""
     lines = order.lines_with_products()
     too_late = at > order.expires_at + timedelta(seconds=settings.EXPIRED_ORDER_PAYABLE_SECONDS)
-    if too_late or any(products[line.product.sku].price != line.unit_price for line in lines):
+    if (
+        too_late
+        or any(products[line.product.sku].price != line.unit_price for line in lines)
+        or (not _order_totals_hold(order, [(products[line.product.sku], line.quantity) for line in lines]))
+    ):
         prices = [{"sku": sku, "price": str(products[sku].price)} for sku in sorted(products)]
         raise OrderExpired(
             "The reservation expired too long ago, or a price changed since; place a new order.",

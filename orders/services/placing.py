@@ -33,9 +33,12 @@ from orders import sql
 from orders.customers import email_canonical
 from orders.errors import IdempotencyConflict, TooManyOpenOrders
 from orders.models import Order, OrderLine, new_order_number
+from orders.pricing import OrderPrice, order_price
 from orders.selectors import order_count_open_guest, order_list_overdue_holding, order_units_held
 from orders.services.lifecycle import order_expire
 from orders.services.limits import order_lines_check_limits
+from orders.services.quoting import order_addresses_check
+from shipping.selectors import shipping_methods_from_rows, shipping_methods_statement
 from shop.models import Product
 from shop.selectors import (
     OrderableProduct,
@@ -43,6 +46,7 @@ from shop.selectors import (
     products_for_sale_statement,
     products_orderable,
 )
+from tax.selectors import tax_rates_from_rows, tax_rates_statement
 
 logger = logging.getLogger(__name__)
 
@@ -55,9 +59,12 @@ OVERDUE_EXPIRY_LIMIT = 50
 PLACE_ATTEMPTS = 3
 
 
-def _fingerprint(lines) -> str:
-    canonical = json.dumps(sorted((line.sku, line.quantity) for line in lines))
-    return hashlib.sha256(canonical.encode()).hexdigest()
+def _fingerprint(lines, *, shipping_address=None, billing_address=None, shipping_method_id=None) -> str:
+    """The request's hash: its lines and, when given, where it ships, how, and whom it bills."""
+    request = sorted((line.sku, line.quantity) for line in lines)
+    if shipping_address or billing_address or shipping_method_id is not None:
+        request = [request, shipping_address, billing_address, shipping_method_id]
+    return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
 
 
 class _Buyer(NamedTuple):
@@ -122,6 +129,10 @@ class _PlaceRequest:
     key_hash: str  # hashed by the buyer, not by the lock holder serving a batch
     fingerprint: str
     lines: tuple[StockLine, ...]
+    # Checked already (``shipping.addresses``); whether they are needed depends on the products.
+    shipping_address: dict[str, str] | None = None
+    billing_address: dict[str, str] | None = None
+    shipping_method_id: int | None = None
 
 
 class _PlacedLine(msgspec.Struct, array_like=True):
@@ -131,6 +142,24 @@ class _PlacedLine(msgspec.Struct, array_like=True):
     product_id: int
     unit_price: Decimal
     name: str
+    line_total: Decimal
+    tax_rate: Decimal
+    tax: Decimal
+
+
+class _PlacedPrice(msgspec.Struct, array_like=True):
+    """A new order's figures as inserted (``OrderPrice.as_order_fields``)."""
+
+    shipping_method_id: int | None
+    shipping_method_name: str
+    currency: str
+    prices_include_tax: bool
+    subtotal: Decimal
+    shipping_price: Decimal
+    shipping_tax_rate: Decimal
+    shipping_tax: Decimal
+    tax: Decimal
+    total: Decimal
 
 
 class _Placed(msgspec.Struct, array_like=True):
@@ -147,12 +176,26 @@ class _Placed(msgspec.Struct, array_like=True):
     created_at: datetime | None = None
     replayed: bool = False
     lines: list[_PlacedLine] = []
+    price: _PlacedPrice | None = None
 
 
 def order_place(
-    *, customer=None, email: str = "", items, idempotency_key: str, client_address: str = "", guest_orders=()
+    *,
+    customer=None,
+    email: str = "",
+    items,
+    idempotency_key: str,
+    client_address: str = "",
+    guest_orders=(),
+    shipping_address: dict | None = None,
+    billing_address: dict | None = None,
+    shipping_method: int | None = None,
 ) -> Order:
     """Create an order and reserve its stock, all or nothing. A replay of the same key returns the same order.
+
+    Goods that are shipped need a ``shipping_address`` and the id of a ``shipping_method`` that goes
+    there (``orders.pricing``); the ``billing_address`` is the shipping address unless given. The
+    order stores copies of both and its figures as priced now.
 
     Orders for one SKU queue with its lock and are placed in batches, one commit per batch
     (``inventory.batching``): that is what keeps a flash sale on one SKU fast. The rules of one
@@ -163,6 +206,9 @@ def order_place(
     if not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key.strip()) <= 64:
         raise InvalidInput(fields={"idempotency_key": "Give a key of 1 to 64 characters."})
     who = _buyer_of(customer=customer, email=email)
+    shipping_address, billing_address, shipping_method = order_addresses_check(
+        shipping_address, billing_address, shipping_method
+    )
     request = _PlaceRequest(
         customer_id=customer.pk if customer is not None else None,
         email=who.email,
@@ -171,8 +217,16 @@ def order_place(
         client_address=client_address,
         idempotency_key=idempotency_key.strip(),
         key_hash=_key_hash(idempotency_key.strip()),
-        fingerprint=_fingerprint(lines),
+        fingerprint=_fingerprint(
+            lines,
+            shipping_address=shipping_address,
+            billing_address=billing_address,
+            shipping_method_id=shipping_method,
+        ),
         lines=tuple(lines),
+        shipping_address=shipping_address,
+        billing_address=billing_address,
+        shipping_method_id=shipping_method,
     )
     if customer is None:
         _guest_check_open_orders(request, guest_orders=guest_orders)
@@ -212,7 +266,7 @@ def order_place(
 
 def _order_from_placed(request: "_PlaceRequest", placed: "_Placed") -> Order:
     """The new order as inserted, its lines and their products' SKUs and names at hand (no query)."""
-    row = _order_row(request, number=placed.number, expires_at=placed.expires_at)
+    row = _order_row(request, number=placed.number, expires_at=placed.expires_at) | msgspec.structs.asdict(placed.price)
     stamps = {"id": placed.id, "created_at": placed.created_at, "updated_at": placed.created_at}
     order = from_row(Order, insert_defaults(Order) | row | stamps)
     lines = []
@@ -226,6 +280,9 @@ def _order_from_placed(request: "_PlaceRequest", placed: "_Placed") -> Order:
                 "product_id": line.product_id,
                 "quantity": requested.quantity,
                 "unit_price": line.unit_price,
+                "line_total": line.line_total,
+                "tax_rate": line.tax_rate,
+                "tax": line.tax,
             }
             | {"created_at": placed.created_at, "updated_at": placed.created_at},
         )
@@ -266,8 +323,16 @@ def _order_place_one(request: _PlaceRequest, batch: "_OrderBatch") -> _Placed:
         products,
         held=lambda product_id: batch.units_held(request.buyer, product_id),
     )
+    price = order_price(
+        [(products[line.sku], line.quantity) for line in request.lines],
+        shipping_country=_country(request.shipping_address),
+        billing_country=_country(request.billing_address),
+        method_id=request.shipping_method_id,
+        methods=batch.shipping_methods,
+        rates=batch.tax_rates,
+    )
     batch.stock.take([Demand(products[line.sku].pk, line.sku, line.quantity) for line in request.lines])
-    return batch.order_add(request, products)
+    return batch.order_add(request, products, price)
 
 
 class _KeyedOrder(NamedTuple):
@@ -284,6 +349,7 @@ class _NewOrder:
 
     request: _PlaceRequest
     products: dict[str, OrderableProduct]
+    price: OrderPrice
     placed: _Placed
     index: int  # its place among the batch's staged rows
 
@@ -295,17 +361,23 @@ class _OrderBatch(Batch):
 
     def __init__(self, requests: list[_PlaceRequest]):
         super().__init__(requests)
-        # One round trip reads the orders placed before with the requests' keys and the products of
-        # every line (a replay's too: replays are rare, and a product read and not used costs nothing).
-        keyed, products = statements_run(
+        # One round trip reads the orders placed before with the requests' keys, the products of every
+        # line (a replay's too: replays are rare, and a product read and not used costs nothing), the
+        # tax rates of the countries the orders may be taxed in, and the shipping methods if one ships.
+        ships = any(r.shipping_address for r in requests)
+        keyed, products, rates, *methods = statements_run(
             connection.alias,
             [
                 sql.order_ids_with_keys_statement(
                     scopes={r.scope for r in requests}, key_hashes={r.key_hash for r in requests}
                 ),
                 products_for_sale_statement(skus={line.sku for r in requests for line in r.lines}),
+                tax_rates_statement(countries=_tax_countries(requests)),
+                *([shipping_methods_statement()] if ships else []),
             ],
         )
+        self.tax_rates = tax_rates_from_rows(rates)
+        self.shipping_methods = shipping_methods_from_rows(methods[0]) if ships else []
         self._placed_before = _orders_by_key([pk for (pk,) in keyed])
         self._new_by_key: dict[tuple[str, str], _NewOrder] = {}
         self._skus = sorted(
@@ -349,9 +421,10 @@ class _OrderBatch(Batch):
             return _KeyedOrder(new.placed.number, new.request.fingerprint, new.placed.expires_at)
         return None
 
-    def order_add(self, request: _PlaceRequest, products: dict[str, OrderableProduct]) -> _Placed:
+    def order_add(self, request: _PlaceRequest, products: dict[str, OrderableProduct], price: OrderPrice) -> _Placed:
         """Stage a new order for the request; the result is filled in when the batch writes."""
-        new = _NewOrder(request, products, _Placed(new_order_number(), self.expires_at), index=len(self.staged))
+        placed = _Placed(new_order_number(), self.expires_at, price=_PlacedPrice(**price.as_order_fields()))
+        new = _NewOrder(request, products, price, placed, index=len(self.staged))
         self.stage(new)
         self._new_by_key[(request.scope, request.key_hash)] = new
         return new.placed
@@ -361,14 +434,20 @@ class _OrderBatch(Batch):
         if not self.staged:
             return True
         insert, rows = sql.orders_insert_statement(
-            rows=[_order_row(new.request, number=new.placed.number, expires_at=self.expires_at) for new in self.staged],
+            rows=[
+                _order_row(new.request, number=new.placed.number, expires_at=self.expires_at)
+                | new.price.as_order_fields()
+                for new in self.staged
+            ],
         )
         results = self.stock.reserve([insert])
         if results is None:
             return False
         orders = sql.orders_stored(rows, *results)
         wanted = [
-            (order, new, line) for order, new in zip(orders, self.staged, strict=True) for line in new.request.lines
+            (order, new, line, priced)
+            for order, new in zip(orders, self.staged, strict=True)
+            for line, priced in zip(new.request.lines, new.price.lines, strict=True)
         ]
         insert, rows = sql.order_lines_insert_statement(
             rows=[
@@ -377,8 +456,11 @@ class _OrderBatch(Batch):
                     "product_id": new.products[line.sku].pk,
                     "quantity": line.quantity,
                     "unit_price": new.products[line.sku].price,
+                    "line_total": priced.line_total,
+                    "tax_rate": priced.tax_rate,
+                    "tax": priced.tax,
                 }
-                for order, new, line in wanted
+                for order, new, line, priced in wanted
             ],
         )
         [line_ids] = stock_reservations_create_for_orders(
@@ -390,9 +472,13 @@ class _OrderBatch(Batch):
         lines = sql.order_lines_stored(rows, line_ids)
         for order, new in zip(orders, self.staged, strict=True):
             new.placed.id, new.placed.created_at, new.placed.lines = order["id"], order["created_at"], []
-        for (_, new, line), row in zip(wanted, lines, strict=True):
-            name = new.products[line.sku].name
-            new.placed.lines.append(_PlacedLine(row["id"], row["product_id"], row["unit_price"], name))
+        for (_, new, line, priced), row in zip(wanted, lines, strict=True):
+            new.placed.lines.append(
+                _PlacedLine(
+                    row["id"], row["product_id"], row["unit_price"], new.products[line.sku].name,
+                    priced.line_total, priced.tax_rate, priced.tax,
+                )
+            )  # fmt: skip
         return True
 
     def free_more(self) -> int:
@@ -423,7 +509,23 @@ def _order_row(request: _PlaceRequest, *, number: str, expires_at: datetime) -> 
         "buyer": request.buyer,
         "client_address": request.client_address,
         "request_fingerprint": request.fingerprint,
+        "shipping_address": request.shipping_address,
+        "billing_address": request.billing_address,
     }
+
+
+def _country(address: dict | None) -> str | None:
+    return address["country"] if address else None
+
+
+def _tax_countries(requests: list[_PlaceRequest]) -> set[str]:
+    """The countries a batch's orders may be taxed in (``orders.pricing.order_price`` chooses)."""
+    countries = {settings.SHOP_COUNTRY}
+    for request in requests:
+        for address in (request.shipping_address, request.billing_address):
+            if address:
+                countries.add(address["country"])
+    return countries
 
 
 def _orders_expire_overdue_holding(*, skus) -> int:

@@ -340,3 +340,22 @@ def test_admin_edits_racing_orders_from_parallel_processes_never_lose_a_reservat
     assert stock.on_hand == 20 + sum(e["new"] - e["base"] for e in saved)
     assert stock.reserved <= stock.on_hand
     assert_books_balance(mug)
+
+
+def test_the_ledger_says_why_and_what_in_words_not_codes(staff_admin, make_product):
+    mug = make_product(sku="MUG", stock=5)
+    order_cancel(order=order_place(email="x@example.com", items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k"))
+    stock_restock(sku="MUG", quantity=1, reason="refund_restock")
+
+    ledger = staff_admin.get(reverse("admin:inventory_stockmovement_changelist")).content.decode()
+    page = staff_admin.get(reverse("admin:inventory_stock_change", args=[stock_of(mug).pk])).content.decode()
+    release = StockMovement.objects.get(kind=StockMovement.Kind.RELEASE)
+    detail = staff_admin.get(reverse("admin:inventory_stockmovement_change", args=[release.pk])).content.decode()
+
+    assert '<td class="field-why">Cancelled</td>' in ledger and "<p>Cancelled</p>" in page
+    for html in (ledger, page):
+        assert ">cancelled<" not in html and "Refund restock" in html and "refund_restock" not in html
+    assert "Cancelled" in detail and ">cancelled<" not in detail
+    assert str(release) == "Release: -2 reserved"
+    assert "Restock: +5 on hand" in page and "on_hand+" not in page  # the movement rows' captions
+    assert str(Reservation.objects.get()) == "2 × MUG (released)"

@@ -62,7 +62,7 @@ def test_the_order_pages_open_and_are_read_only(staff_admin, make_product):
 
     assert changelist.status_code == page.status_code == 200
     [row] = changelist.context["cl"].result_list
-    assert (row.number, row.status, str(row.total_amount)) == (order.number, "awaiting_payment", "45.00")
+    assert (row.number, row.status, str(row.total)) == (order.number, "awaiting_payment", "45.00")
     assert page.context["title"] == "View order"
     lines, payments = page.context["inline_admin_formsets"]
     assert [form.instance.product.sku for form in lines.formset.forms] == ["MUG", "CAP"]
@@ -295,7 +295,7 @@ def test_refund_and_restock_says_so_and_restocks_once_whoever_finishes_the_refun
     if webhook_first:  # the provider's confirmation is processed before staff's request returns
         provider.during_refund = refund_confirmed
 
-    response = run_action(staff_admin, "refund_and_restock", order)
+    response = run_action(staff_admin, "refund_and_restock", order, post="yes")
     refund_confirmed(payment)  # (again) later: nothing more
 
     assert messages_of(response) == [f"Refunded 1 order(s); their units are back on hand: {order.number}."]
@@ -328,7 +328,7 @@ def test_a_refund_the_busy_stock_holds_up_is_reported_as_sent_and_restocks_when_
         assert taken.wait(10)
 
     provider.during_refund = hold_the_lock_meanwhile
-    response = run_action(staff_admin, "refund_and_restock", order)
+    response = run_action(staff_admin, "refund_and_restock", order, post="yes")
     busy.set()
 
     assert messages_of(response) == [
@@ -347,7 +347,76 @@ def test_refunding_an_order_refunded_already_says_so_and_restocks_nothing(staff_
     order = pay(place("MUG", 2, "a"))
     refund_confirmed(order.payments.get())  # refunded in the provider's dashboard
 
-    response = run_action(staff_admin, "refund_and_restock", order)
+    response = run_action(staff_admin, "refund_and_restock", order, post="yes")
 
     assert messages_of(response) == [f"Not refunded: {order.number} (refunded already: nothing done)"]
     assert stock_of(mug).on_hand == 3 and provider.refunds == []
+
+
+def test_the_order_list_shows_totals_with_their_currency_and_buyers_by_name(staff_admin, make_product, customer):
+    make_product(sku="MUG", stock=10, price="12.50")
+    guest = place("MUG", 2, "g", email="Guest+tag@example.com")
+    own = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 1}], idempotency_key="c")
+
+    listing = staff_admin.get(CHANGELIST).content.decode()
+    page = staff_admin.get(reverse("admin:orders_order_change", args=[guest.pk])).content.decode()
+
+    assert "€25.00" in listing and "€12.50" in listing and "€25.00" in page
+    assert ">guest+tag@example.com<" in listing and ">alice<" in listing
+    assert "email:" not in listing and f"user:{customer.pk}" not in listing
+    assert own.number in listing
+
+
+def test_order_lines_and_payments_show_amounts_with_currency_and_no_machine_captions(staff_admin, make_product):
+    mug = make_product(sku="MUG", stock=10, price="12.50")
+    order = pay(place("MUG", 2, "a"))
+
+    page = staff_admin.get(reverse("admin:orders_order_change", args=[order.pk])).content.decode()
+
+    assert f"2 x {mug.pk}" not in page  # OrderLine.__str__ captions no row
+    assert page.count("€12.50") == 1 and page.count("€25.00") >= 3  # unit price; line, order and payment totals
+    assert "Applied: the order is paid with it" in page and ">captured<" not in page
+
+
+def test_status_filters_and_columns_show_labels_not_codes(staff_admin, make_product):
+    make_product(sku="MUG", stock=10)
+    pay(place("MUG", 1, "a"), decline=True)
+
+    listing = staff_admin.get(CHANGELIST).content.decode()
+
+    assert "Payment failed" in listing and ">payment_failed<" not in listing
+    assert 'href="?status__exact=payment_failed"' in listing  # the filter links by code, labelled in words
+
+
+def test_a_refund_asks_for_confirmation_first_and_cancel_changes_nothing(staff_admin, make_product, provider):
+    mug = make_product(sku="MUG", stock=5, price="12.50")
+    order = pay(place("MUG", 2, "a", email="ann@example.com"))
+    unpaid = place("MUG", 1, "b")
+
+    for action, restock in [("refund_and_restock", "Restock:"), ("refund_only", "No restock:")]:
+        page = run_action(staff_admin, action, order, unpaid)
+        text = page.content.decode()
+        assert page.status_code == 200 and page.templates[0].name == "admin/orders/order/refund_confirmation.html"
+        assert order.number in text and "ann@example.com" in text and "€25.00" in text and restock in text
+        assert f"{unpaid.number} (Awaiting payment)" in text  # listed as not refunded
+        assert 'name="post" value="yes"' in text and "csrfmiddlewaretoken" in text
+        assert f'<a href="{CHANGELIST}" class="button cancel-link">Cancel</a>' in text
+    assert staff_admin.get(CHANGELIST).status_code == 200  # "Cancel" goes back to the list
+    assert Order.objects.get(pk=order.pk).status == Order.Status.PAID
+    assert provider.refunds == [] and stock_of(mug).on_hand == 3
+
+    response = run_action(staff_admin, "refund_only", order, post="yes")
+
+    assert messages_of(response)[0].startswith(f"Refunded 1 order(s): {order.number}")
+    assert Order.objects.get(pk=order.pk).status == Order.Status.REFUNDED and stock_of(mug).on_hand == 3
+
+
+def test_the_order_and_payment_event_lists_load_the_stylesheet_that_fits_them(staff_admin, make_product):
+    make_product(sku="MUG", stock=10)
+    pay(place("MUG", 1, "a"))
+
+    for url in [CHANGELIST, reverse("admin:orders_paymentevent_changelist")]:
+        page = staff_admin.get(url).content.decode()
+        assert "/static/core/admin.css" in page
+    events = staff_admin.get(reverse("admin:orders_paymentevent_changelist"))
+    assert events.context["cl"].list_display[-1] == "processed"  # a yes/no icon, not a second date

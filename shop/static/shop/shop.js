@@ -75,7 +75,20 @@
     });
   }
 
+  // Checkout: a change of country, method or billing choice shows the page again, priced for it (the
+  // "Update totals" button does the same without JavaScript).
+  function refreshOnChange() {
+    document.querySelectorAll("form[data-checkout]").forEach(function (form) {
+      var button = form.querySelector("[data-refresh-button]");
+      if (!button) { return; }
+      form.querySelectorAll("[data-refresh-on-change]").forEach(function (field) {
+        field.addEventListener("change", function () { form.requestSubmit(button); });
+      });
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    refreshOnChange();
     startCountdowns();
     submitOnce();
     liveAvailability();

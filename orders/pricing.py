@@ -1,0 +1,146 @@
+"""What an order costs: its lines' tax, its shipping and its totals, by one rounding rule.
+
+The rule (docs/design.md, "Totals"): each line's tax is computed from the line's total (unit price x
+quantity) at its rate, and rounded half up to the currency's places once; the shipping is taxed the
+same way as one more line. The order's tax is the sum of those rounded taxes, its subtotal the sum of
+the line totals, and its total the subtotal plus the shipping (plus the tax when prices exclude it).
+Each figure is stored with the order and its lines when it is placed, and never recomputed.
+
+These functions see one order and read nothing: the batch that places orders, and the quote, read the
+products, shipping methods and tax rates and hand them in.
+"""
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.conf import settings
+
+from core.errors import InvalidInput
+from core.money import money_round
+from shipping.errors import ShippingMethodUnavailable, ShippingUnavailable
+from shipping.selectors import ShippingOffer, shipping_country_served, shipping_offers_for
+from shop.selectors import OrderableProduct
+from tax.selectors import TaxRates
+
+HUNDRED = Decimal(100)
+
+
+@dataclass(frozen=True)
+class PricedLine:
+    line_total: Decimal
+    tax_rate: Decimal
+    tax: Decimal
+
+
+@dataclass(frozen=True)
+class OrderPrice:
+    """An order's figures as it stores them (``Order`` and ``OrderLine`` fields of the same names)."""
+
+    lines: tuple[PricedLine, ...]
+    shipping_method: ShippingOffer | None
+    shipping_price: Decimal
+    shipping_tax_rate: Decimal
+    shipping_tax: Decimal
+    subtotal: Decimal
+    tax: Decimal
+    total: Decimal
+    currency: str
+    prices_include_tax: bool
+
+    def as_order_fields(self) -> dict:
+        return {
+            "shipping_method_id": self.shipping_method.id if self.shipping_method else None,
+            "shipping_method_name": self.shipping_method.name if self.shipping_method else "",
+            "currency": self.currency,
+            "prices_include_tax": self.prices_include_tax,
+            "subtotal": self.subtotal,
+            "shipping_price": self.shipping_price,
+            "shipping_tax_rate": self.shipping_tax_rate,
+            "shipping_tax": self.shipping_tax,
+            "tax": self.tax,
+            "total": self.total,
+        }
+
+
+def tax_of(amount: Decimal, rate: Decimal, *, included: bool, currency: str) -> Decimal:
+    """The tax in ``amount`` (``included``) or on it, at ``rate`` percent, rounded by the shop's rule."""
+    return money_round(amount * rate / (HUNDRED + rate) if included else amount * rate / HUNDRED, currency)
+
+
+def order_ships(products) -> bool:
+    """Whether an order of ``products`` is shipped, and so asks for an address and a method."""
+    return any(product.requires_shipping for product in products)
+
+
+def order_shipping_choose(
+    methods: list[ShippingOffer], *, country: str, method_id: int | None, weight_grams: int, items_amount: Decimal
+) -> ShippingOffer:
+    """The method chosen for an order going to ``country``, at its price for this order.
+
+    ``ShippingUnavailable`` when no zone covers the country; ``ShippingMethodUnavailable`` (with the
+    methods that do go) when the one chosen does not take this order there.
+    """
+    if not shipping_country_served(methods, country=country):
+        raise ShippingUnavailable(country=country)
+    offers = shipping_offers_for(methods, country=country, weight_grams=weight_grams, items_amount=items_amount)
+    if method_id is None:
+        raise InvalidInput(fields={"shipping_method": "Choose a shipping method."})
+    for offer in offers:
+        if offer.id == method_id:
+            return offer
+    raise ShippingMethodUnavailable(country=country, methods=[offer.id for offer in offers])
+
+
+def order_weight_grams(lines: list[tuple[OrderableProduct, int]]) -> int:
+    """The parcel's weight: the shipped products' weights (unknown: 0) times their quantities."""
+    return sum((product.weight_grams or 0) * quantity for product, quantity in lines if product.requires_shipping)
+
+
+def order_price(
+    lines: list[tuple[OrderableProduct, int]],
+    *,
+    shipping_country: str | None,
+    billing_country: str | None,
+    method_id: int | None,
+    methods: list[ShippingOffer],
+    rates: TaxRates,
+) -> OrderPrice:
+    """The figures of an order of ``lines`` (product, quantity) sent to ``shipping_country`` by the method
+    ``method_id``, billed in ``billing_country`` (the countries' ISO codes).
+
+    Taxed where the goods go; an order that ships nothing where its buyer bills, else in the shop's
+    country. Refusals are raised: a missing address or method, a country or method that does not ship.
+    """
+    currency, included = settings.SHOP_CURRENCY, settings.PRICES_INCLUDE_TAX
+    country = shipping_country if order_ships(product for product, _ in lines) else None
+    if country is None and order_ships(product for product, _ in lines):
+        raise InvalidInput(fields={"shipping_address": "These goods are shipped: give a shipping address."})
+    tax_country = country or billing_country or settings.SHOP_COUNTRY
+    priced = []
+    for product, quantity in lines:
+        line_total = product.price * quantity
+        rate = rates.rate(country=tax_country, tax_class_id=product.tax_class_id)
+        priced.append(PricedLine(line_total, rate, tax_of(line_total, rate, included=included, currency=currency)))
+    subtotal = sum((line.line_total for line in priced), start=Decimal(0))
+    method, shipping_price, shipping_rate, shipping_tax = None, Decimal(0), Decimal(0), Decimal(0)
+    if country is not None:
+        method = order_shipping_choose(
+            methods, country=country, method_id=method_id, weight_grams=order_weight_grams(lines), items_amount=subtotal
+        )
+        shipping_price = method.price
+        if settings.SHIPPING_TAXED:
+            shipping_rate = rates.rate(country=tax_country, tax_class_id=None)
+            shipping_tax = tax_of(shipping_price, shipping_rate, included=included, currency=currency)
+    tax = sum((line.tax for line in priced), start=shipping_tax)
+    return OrderPrice(
+        lines=tuple(priced),
+        shipping_method=method,
+        shipping_price=shipping_price,
+        shipping_tax_rate=shipping_rate,
+        shipping_tax=shipping_tax,
+        subtotal=subtotal,
+        tax=tax,
+        total=subtotal + shipping_price + (0 if included else tax),
+        currency=currency,
+        prices_include_tax=included,
+    )

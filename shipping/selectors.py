@@ -1,0 +1,63 @@
+"""The shipping methods checkout offers, read in one statement a lock holder sends with its batch's reads."""
+
+from decimal import Decimal
+from typing import NamedTuple
+
+from django.db import connection
+
+from shipping.models import ShippingMethod, ShippingZone
+
+
+class ShippingOffer(NamedTuple):
+    """A method as checkout sees it: where it goes, what it costs and for which weights."""
+
+    id: int
+    name: str
+    price: Decimal
+    free_above: Decimal | None
+    min_weight_grams: int | None
+    max_weight_grams: int | None
+    countries: frozenset[str]
+
+
+def shipping_methods_statement() -> tuple[str, list]:
+    """Every active method of a live zone with the zone's countries, for ``statements_run``; its rows go to
+    ``shipping_methods_from_rows``. The tables are staff's few rows: read whole, filtered in Python."""
+    quote = connection.ops.quote_name
+    method, zone = quote(ShippingMethod._meta.db_table), quote(ShippingZone._meta.db_table)
+    sql = (
+        f"SELECT m.id, m.name, m.price, m.free_above, m.min_weight_grams, m.max_weight_grams, z.countries "
+        f"FROM {method} m JOIN {zone} z ON z.id = m.zone_id "
+        f"WHERE m.is_active AND NOT m.is_deleted AND NOT z.is_deleted"
+    )
+    return sql, []
+
+
+def shipping_methods_from_rows(rows) -> list[ShippingOffer]:
+    """``shipping_methods_statement``'s rows as offers (amounts as ``Decimal``, countries as ISO codes)."""
+    return [
+        ShippingOffer(pk, name, Decimal(price), None if free is None else Decimal(free), low, high,
+                      frozenset(code for code in countries.split(",") if code))
+        for pk, name, price, free, low, high, countries in rows
+    ]  # fmt: skip
+
+
+def shipping_offers_for(
+    methods: list[ShippingOffer], *, country: str, weight_grams: int, items_amount: Decimal
+) -> list[ShippingOffer]:
+    """The methods that take a parcel of this weight to ``country``, cheapest first, each at the price it
+    costs for an order whose items come to ``items_amount`` (free at or above its ``free_above``)."""
+    offers = [
+        method._replace(price=Decimal(0) if method.free_above is not None and items_amount >= method.free_above
+                        else method.price)
+        for method in methods
+        if country in method.countries
+        and (method.min_weight_grams is None or weight_grams >= method.min_weight_grams)
+        and (method.max_weight_grams is None or weight_grams <= method.max_weight_grams)
+    ]  # fmt: skip
+    return sorted(offers, key=lambda offer: (offer.price, offer.name, offer.id))
+
+
+def shipping_country_served(methods: list[ShippingOffer], *, country: str) -> bool:
+    """Whether any zone covers ``country`` (whatever the parcel weighs)."""
+    return any(country in method.countries for method in methods)

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class TaxConfig(AppConfig):
+    name = "tax"
+    verbose_name = "Tax"

@@ -1,0 +1,39 @@
+"""Tax rates, read in one statement a lock holder sends with its batch's reads."""
+
+from decimal import Decimal
+
+from django.db import connection
+
+from tax.models import TaxRate
+
+
+class TaxRates:
+    """Rates in percent by (country, tax class id); a class without its own rate in a country pays the
+    country's default, and a country without a default is not taxed."""
+
+    def __init__(self, rates: dict[tuple[str, int | None], Decimal]):
+        self._rates = rates
+
+    def rate(self, *, country: str, tax_class_id: int | None) -> Decimal:
+        if tax_class_id is not None and (country, tax_class_id) in self._rates:
+            return self._rates[country, tax_class_id]
+        return self._rates.get((country, None), Decimal(0))
+
+
+def tax_rates_statement(*, countries) -> tuple[str, list]:
+    """The live rates of ``countries`` (at least one), for ``statements_run``; rows go to ``tax_rates_from_rows``."""
+    countries = sorted(set(countries))
+    quote = connection.ops.quote_name
+    sql = (
+        f"SELECT country, tax_class_id, rate FROM {quote(TaxRate._meta.db_table)} "
+        f"WHERE NOT is_deleted AND country IN ({', '.join(['%s'] * len(countries))}) ORDER BY id"
+    )
+    return sql, countries
+
+
+def tax_rates_from_rows(rows) -> TaxRates:
+    """``tax_rates_statement``'s rows; of two live defaults of one country (clean() forbids them), the first."""
+    rates: dict[tuple[str, int | None], Decimal] = {}
+    for country, tax_class_id, rate in rows:
+        rates.setdefault((country, tax_class_id), Decimal(rate))
+    return TaxRates(rates)

@@ -1,0 +1,57 @@
+"""The cart and "My orders" on a phone (390 x 844): every column a shopper needs stays on screen."""
+
+from playwright.sync_api import expect
+
+from orders.services import order_place
+from tests.browser.conftest import screenshot
+
+PHONE = {"width": 390, "height": 844}
+
+
+def assert_on_screen(locator) -> None:
+    """Shown, and inside the phone's width (not clipped, not past a sideways scroll)."""
+    expect(locator).to_be_visible()
+    box = locator.bounding_box()
+    assert box is not None and box["width"] > 0, locator
+    assert 0 <= box["x"] and box["x"] + box["width"] <= PHONE["width"], (locator, box)
+
+
+def test_the_cart_keeps_quantity_update_and_remove_on_a_phone(page, make_product):
+    make_product(sku="MUG", name="Logo mug with a rather long name for a phone", stock=5, price="12.50")
+    make_product(sku="TEE", name="Black tee", stock=20, price="19.00")
+    page.set_viewport_size(PHONE)
+    for sku in ["MUG", "TEE"]:
+        page.goto(f"/products/{sku}/")
+        page.get_by_role("button", name="Add to cart").click()
+        expect(page.get_by_role("heading", name="Your cart")).to_be_visible()
+
+    for name in ["Logo mug with a rather long name for a phone", "Black tee"]:
+        assert_on_screen(page.get_by_role("spinbutton", name=f"Quantity of {name}"))
+        assert_on_screen(page.get_by_role("button", name=f"Remove {name}"))
+    for button in page.get_by_role("button", name="Update", exact=True).all():
+        assert_on_screen(button)
+    assert_on_screen(page.get_by_test_id("cart-total"))
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    screenshot(page, "cart-phone")
+
+    page.get_by_role("button", name="Remove Black tee").click()
+    expect(page.get_by_role("button", name="Remove Black tee")).to_have_count(0)
+    assert_on_screen(page.get_by_role("button", name="Remove Logo mug with a rather long name for a phone"))
+
+
+def test_my_orders_keeps_the_status_column_on_a_phone(page, make_product, customer):
+    make_product(sku="MUG", name="Logo mug", stock=5, price="1234.50")
+    order = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 2}], idempotency_key="phone-1")
+    page.set_viewport_size(PHONE)
+    page.goto("/accounts/login/?next=/orders/")
+    page.get_by_label("Username").fill("alice")
+    page.get_by_label("Password").fill("pw-alice-123")
+    page.get_by_role("button", name="Log in").click()
+
+    expect(page.get_by_role("heading", name="My orders")).to_be_visible()
+    assert_on_screen(page.get_by_role("columnheader", name="Status"))
+    assert_on_screen(page.get_by_text("Awaiting payment"))
+    assert_on_screen(page.get_by_role("link", name=order.number))
+    assert_on_screen(page.get_by_role("columnheader", name="Total"))
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    screenshot(page, "my-orders-phone")

@@ -1,0 +1,135 @@
+"""The cart page: its total, its remove buttons, and the quantities it refuses, named and explained."""
+
+import re
+
+import pytest
+
+from tests.conftest import messages_of
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def mug(make_product):
+    """10 in stock, at most 2 per customer."""
+    product = make_product(sku="MUG-LOGO", name="Logo mug", stock=10, price="12.50")
+    product.max_per_customer = 2
+    product.save()
+    return product
+
+
+@pytest.fixture
+def tee(make_product):
+    return make_product(sku="TEE", name="Black tee", stock=3, price="19.00")
+
+
+def add(client, sku, quantity):
+    return client.post(f"/cart/add/{sku}/", {"quantity": quantity})
+
+
+def update(client, sku, quantity):
+    return client.post(f"/cart/update/{sku}/", {"quantity": quantity})
+
+
+def told(response) -> str:
+    """The message this request added (those of earlier requests wait behind it, unshown)."""
+    return messages_of(response)[-1]
+
+
+def test_the_cart_shows_its_total_and_prices_with_the_currency(client, mug, tee):
+    add(client, "MUG-LOGO", 2)
+    add(client, "TEE", 1)
+    page = client.get("/cart/").content.decode()
+    assert "€12.50" in page and "€25.00" in page and "€19.00" in page
+    assert re.search(r'data-testid="cart-total">€44.00<', page)
+
+
+def test_the_catalog_and_product_pages_show_prices_with_the_currency(client, mug):
+    assert "€12.50" in client.get("/").content.decode()
+    page = client.get("/products/MUG-LOGO/").content.decode()
+    assert "€12.50" in page and 'max="2"' in page  # the most one customer may have
+
+
+def test_each_line_has_a_remove_button_posting_zero_with_its_csrf_token(client, mug, tee):
+    add(client, "MUG-LOGO", 1)
+    add(client, "TEE", 2)
+    page = client.get("/cart/").content.decode()
+    forms = re.findall(r'<form method="post" action="/cart/update/TEE/">(.*?)</form>', page, re.S)
+    remove = next(form for form in forms if ">Remove</button>" in form)
+    assert 'name="csrfmiddlewaretoken"' in remove and 'name="quantity" value="0"' in remove
+
+    update(client, "TEE", 0)
+
+    assert client.session["cart"] == {"MUG-LOGO": 1}
+    assert "Black tee" not in client.get("/cart/").content.decode()
+
+
+@pytest.mark.parametrize(
+    "quantity, reason",
+    [
+        ("abc", "the quantity must be a whole number; you can have at most 2."),
+        ("1.5", "the quantity must be a whole number; you can have at most 2."),
+        ("0", "add at least 1; you can have at most 2."),
+        ("-3", "add at least 1; you can have at most 2."),
+        ("1001", "at most 1000 per order line; you can have at most 2."),
+        ("50", "at most 2 per customer; you can have at most 2."),
+    ],
+)
+def test_adding_refuses_a_quantity_the_shop_cannot_sell_naming_the_product(client, mug, quantity, reason):
+    response = add(client, "MUG-LOGO", quantity)
+    assert told(response) == f"Logo mug: {reason}"
+    assert "MUG-LOGO" not in told(response)  # the name, never the SKU
+    assert client.session.get("cart", {}) == {}
+
+
+def test_adding_refuses_more_than_is_available_or_allowed_with_what_is_in_the_cart(client, mug, tee):
+    add(client, "TEE", 2)
+    response = add(client, "TEE", 2)
+    assert told(response) == "Black tee: only 3 available now; you can add at most 1 more (2 already in your cart)."
+    add(client, "MUG-LOGO", 2)
+    response = add(client, "MUG-LOGO", 1)
+    assert told(response) == "Logo mug: at most 2 per customer; you can add at most 0 more (2 already in your cart)."
+    assert client.session["cart"] == {"TEE": 2, "MUG-LOGO": 2}
+
+
+@pytest.mark.parametrize(
+    "quantity, reason",
+    [
+        ("abc", "the quantity must be a whole number"),
+        ("-1", "the quantity cannot be negative"),
+        ("1001", "at most 1000 per order line"),
+        ("3", "at most 2 per customer"),
+    ],
+)
+def test_updating_refuses_a_quantity_the_shop_cannot_sell_and_keeps_the_line(client, mug, quantity, reason):
+    add(client, "MUG-LOGO", 1)
+    response = update(client, "MUG-LOGO", quantity)
+    assert told(response) == f"Logo mug: {reason}; you can have at most 2."
+    assert client.session["cart"] == {"MUG-LOGO": 1}
+
+
+def test_updating_refuses_more_than_is_available_now(client, tee):
+    add(client, "TEE", 1)
+    response = update(client, "TEE", 4)
+    assert told(response) == "Black tee: only 3 available now; you can have at most 3."
+    assert client.session["cart"] == {"TEE": 1}
+    update(client, "TEE", 3)
+    assert client.session["cart"] == {"TEE": 3}
+
+
+def test_a_product_that_left_the_catalog_is_named_by_its_name(client, mug, tee):
+    add(client, "MUG-LOGO", 1)
+    add(client, "TEE", 1)
+    tee.is_active = False
+    tee.save()
+    mug.delete()  # soft: its name is still known
+
+    page = client.get("/cart/")
+
+    assert messages_of(page)[-2:] == [
+        "Logo mug is no longer for sale and was removed from your cart.",
+        "Black tee is no longer for sale and was removed from your cart.",
+    ]
+    assert told(add(client, "TEE", 1)) == "Black tee is no longer for sale."
+    assert told(add(client, "NO-SUCH-SKU", 1)) == "An item is no longer for sale."
+    assert client.session["cart"] == {}
