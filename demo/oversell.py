@@ -174,7 +174,9 @@ def _prepare(strategy: str, stock: int):
         goods = OversellDemoGoods.objects.create(stocks=stock)
         return goods.pk, lambda: goods.delete()
     sku = f"OVERSELL-DEMO-{uuid.uuid4().hex[:8].upper()}"
-    product = Product.objects.create(sku=sku, name="Oversell demo (temporary)", price=0, is_active=True)
+    product = Product.objects.create(
+        sku=sku, name="Oversell demo (temporary)", price=0, is_active=True, requires_shipping=False
+    )
     stock_restock(sku=sku, quantity=stock, reason="oversell_demo")
 
     def cleanup():

@@ -14,18 +14,34 @@ from django.db import transaction
 
 from inventory.models import Stock
 from inventory.services import stock_restock
+from shipping.models import ShippingMethod, ShippingZone
 from shop.models import Product
+from tax.models import TaxClass, TaxRate
 
-# SKU, name, description, price, initial stock, limit per customer.
+# SKU, name, description, price, initial stock, limit per customer, weight in grams (None: not shipped),
+# tax class (None: the country's default rate).
 DEMO_PRODUCTS = [
-    ("TEE-BLACK-M", "Black T-shirt, M", "Heavy cotton, the one everyone wants.", "19.00", 40, None),
-    ("TEE-WHITE-M", "White T-shirt, M", "Heavy cotton, in white.", "19.00", 25, None),
-    ("MUG-LOGO", "Logo mug", "350 ml stoneware.", "12.50", 60, None),
-    ("CAP-NAVY", "Navy cap", "Adjustable strap.", "22.00", 15, None),
-    ("SNEAKER-LTD", "Limited sneaker", "Flash-sale drop: 10 pairs only, 2 per customer.", "149.00", 10, 2),
-    ("POSTER-A2", "A2 poster", "Printed on 200 g paper.", "9.00", 100, None),
-    ("SOCKS-3PK", "Socks, 3 pack", "Organic cotton.", "14.00", 0, None),
+    ("TEE-BLACK-M", "Black T-shirt, M", "Heavy cotton, the one everyone wants.", "19.00", 40, None, 250, None),
+    ("TEE-WHITE-M", "White T-shirt, M", "Heavy cotton, in white.", "19.00", 25, None, 250, None),
+    ("MUG-LOGO", "Logo mug", "350 ml stoneware.", "12.50", 60, None, 400, None),
+    ("CAP-NAVY", "Navy cap", "Adjustable strap.", "22.00", 15, None, 150, None),
+    ("SNEAKER-LTD", "Limited sneaker", "Flash-sale drop: 10 pairs only, 2 per customer.", "149.00", 10, 2, 1200, None),
+    ("POSTER-A2", "A2 poster", "Printed on 200 g paper.", "9.00", 100, None, 200, None),
+    ("SOCKS-3PK", "Socks, 3 pack", "Organic cotton.", "14.00", 0, None, 150, None),
+    ("BOOK-SNEAKERS", "Sneaker culture (book)", "240 pages; reduced VAT.", "24.00", 30, None, 900, "Books"),
+    ("TICKET-LAUNCH", "Launch party ticket", "An e-ticket: nothing is shipped.", "15.00", 200, 4, None, None),
 ]
+# Zones: name, countries, methods (name, price, free from this amount, most grams).
+DEMO_SHIPPING = [
+    ("Germany", ["DE"], [("Standard", "4.90", "50.00", None), ("Express", "9.90", None, 5000)]),
+    ("Europe", ["AT", "BE", "DK", "ES", "FR", "IE", "IT", "NL", "PL", "SE"], [("Standard", "9.90", "100.00", None)]),
+    ("Worldwide", ["CA", "CH", "GB", "NO", "US"], [("International", "19.90", None, 10000)]),
+]
+# Country, tax class (None: the default), rate in percent.
+DEMO_TAX_RATES = [
+    ("DE", None, "19"), ("DE", "Books", "7"), ("AT", None, "20"), ("AT", "Books", "10"), ("FR", None, "20"),
+    ("FR", "Books", "5.5"), ("NL", None, "21"), ("NL", "Books", "9"), ("IT", None, "22"), ("ES", None, "21"),
+]  # fmt: skip
 DEMO_STAFF_USERNAME = "staff"
 
 
@@ -47,6 +63,9 @@ def product_create(
     max_per_customer: int | None = None,
     sale_starts_at=None,
     initial_stock: int = 0,
+    requires_shipping: bool = True,
+    weight_grams: int | None = None,
+    tax_class=None,
     actor=None,
 ) -> Product:
     """Create a product with its Stock row; initial stock arrives through the inventory service (ledgered)."""
@@ -58,6 +77,9 @@ def product_create(
         is_active=is_active,
         max_per_customer=max_per_customer,
         sale_starts_at=sale_starts_at,
+        requires_shipping=requires_shipping,
+        weight_grams=weight_grams,
+        tax_class=tax_class,
     )
     product.full_clean()
     with transaction.atomic():
@@ -69,9 +91,11 @@ def product_create(
 
 
 def demo_catalog_seed(*, staff_password: str | None = None) -> DemoSeed:
-    """Create the demo catalog and a staff user. Idempotent: existing products keep their stock."""
+    """Create the demo catalog, its shipping zones and tax rates, and a staff user. Idempotent: existing
+    products keep their stock, and zones and rates that exist are left as staff set them."""
+    tax_classes = _demo_shipping_and_tax_seed()
     created = existing = 0
-    for sku, name, description, price, stock, limit in DEMO_PRODUCTS:
+    for sku, name, description, price, stock, limit, weight, tax_class in DEMO_PRODUCTS:
         if Product.all_objects.filter(sku=sku).exists():
             existing += 1
             continue
@@ -82,6 +106,9 @@ def demo_catalog_seed(*, staff_password: str | None = None) -> DemoSeed:
             price=Decimal(price),
             max_per_customer=limit,
             initial_stock=stock,
+            requires_shipping=weight is not None,
+            weight_grams=weight,
+            tax_class=tax_classes.get(tax_class),
         )
         created += 1
 
@@ -98,5 +125,27 @@ def demo_catalog_seed(*, staff_password: str | None = None) -> DemoSeed:
         staff.is_staff = True
         staff.save(update_fields=["is_staff"])
     # Enough to run the shop from the admin: catalog, stock and orders.
-    staff.user_permissions.add(*Permission.objects.filter(content_type__app_label__in=["shop", "inventory", "orders"]))
+    staff.user_permissions.add(
+        *Permission.objects.filter(content_type__app_label__in=["shop", "inventory", "orders", "shipping", "tax"])
+    )
     return DemoSeed(created, existing, DEMO_STAFF_USERNAME, password)
+
+
+def _demo_shipping_and_tax_seed() -> dict[str, TaxClass]:
+    """The demo's zones, methods and rates (a newcomer can check out at once); the tax classes by name."""
+    for zone_name, countries, methods in DEMO_SHIPPING:
+        zone, created = ShippingZone.objects.get_or_create(name=zone_name, defaults={"countries": countries})
+        if created:
+            ShippingMethod.objects.bulk_create(
+                ShippingMethod(zone=zone, name=name, price=Decimal(price), free_above=free and Decimal(free),
+                               max_weight_grams=most)
+                for name, price, free, most in methods
+            )  # fmt: skip
+    classes = {}
+    for country, class_name, rate in DEMO_TAX_RATES:
+        tax_class = None
+        if class_name:
+            tax_class = classes.get(class_name) or TaxClass.objects.get_or_create(name=class_name)[0]
+            classes[class_name] = tax_class
+        TaxRate.objects.get_or_create(country=country, tax_class=tax_class, defaults={"rate": Decimal(rate)})
+    return classes

@@ -83,7 +83,7 @@ class OrderOutputSerializer(serializers.Serializer):
     billing_address = AddressSerializer(
         source="billing_address_or_shipping", allow_null=True, help_text="The shipping address unless one was given."
     )
-    shipping_method = ShippingMethodOutputSerializer(source="*", allow_null=True)
+    shipping_method = ShippingMethodOutputSerializer(source="shipping_method_chosen", allow_null=True)
     currency = serializers.CharField(help_text="ISO 4217 code of every amount.")
     prices_include_tax = serializers.BooleanField()
     subtotal = _money(help_text="The lines' totals.")
@@ -115,12 +115,8 @@ class OrderOutputSerializer(serializers.Serializer):
             "shipping_address": _address_output(order.shipping_address),
             "billing_address": _address_output(billing),
             "shipping_method": None
-            if not order.shipping_method_name
-            else {
-                "id": order.shipping_method_id,
-                "name": str(order.shipping_method_name),
-                "price": money.to_representation(order.shipping_price),
-            },
+            if (method := order.shipping_method_chosen) is None
+            else {"id": method["id"], "name": str(method["name"]), "price": money.to_representation(method["price"])},
             "currency": str(order.currency),
             "prices_include_tax": bool(order.prices_include_tax),
             "subtotal": money.to_representation(order.subtotal),

@@ -100,6 +100,13 @@ class Order(BaseModel):
         return self.billing_address or self.shipping_address
 
     @property
+    def shipping_method_chosen(self) -> dict | None:
+        """The method as chosen (its name and price then): None if nothing is shipped."""
+        if not self.shipping_method_name:
+            return None
+        return {"id": self.shipping_method_id, "name": self.shipping_method_name, "price": self.shipping_price}
+
+    @property
     def shipping_address_lines(self) -> list[str]:
         return address_lines(self.shipping_address)
 

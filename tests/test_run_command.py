@@ -23,6 +23,7 @@ import pytest
 import redis
 from django.conf import settings
 
+from tests.conftest import ADDRESS_DE
 from tests.processes import http, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -188,6 +189,14 @@ def test_the_readme_commands_work_beside_bin_run_with_nothing_set(embedded_shop)
     assert stat.S_IMODE(key.stat().st_mode) == 0o600  # only this user reads it
 
 
+def order_to_germany(url: str, token: str) -> dict:
+    """An order of the demo's mug, shipped to Germany by the method the quote prices (the cheapest)."""
+    order = {"items": [{"sku": "MUG-LOGO", "quantity": 1}], "shipping_address": ADDRESS_DE}
+    status, quote, _ = http("POST", f"{url}/api/checkout/quote/", token=token, body=order)
+    assert status == 200 and quote["total"] == "17.40", quote  # 12.50 and Standard's 4.90, VAT included
+    return order | {"shipping_method": quote["shipping_method"]}
+
+
 def test_with_nothing_configured_order_emails_land_in_the_worker_log(embedded_shop):
     email = manage(
         embedded_shop.env,
@@ -199,7 +208,7 @@ def test_with_nothing_configured_order_emails_land_in_the_worker_log(embedded_sh
     assert email.returncode == 0, email.stderr
     url = embedded_shop.url
     token = http("POST", f"{url}/api/auth/token/", body={"username": "staff", "password": STAFF_PASSWORD})[1]["token"]
-    order = {"items": [{"sku": "MUG-LOGO", "quantity": 1}]}
+    order = order_to_germany(url, token)
     number = http("POST", f"{url}/api/orders/", token=token, body=order, key="emailed")[1]["number"]
     log = Path(embedded_shop.env["VAR_DIR"]) / "worker.log"
     wait_for(
@@ -310,7 +319,7 @@ def test_in_embedded_mode_every_process_shares_one_lock_store_and_beat_runs_the_
         url, shop_env = shop.url, shop.env
         assert "Mode: embedded" in shop.output
         token = http("POST", f"{url}/api/auth/token/", body={"username": "staff", "password": password})[1]["token"]
-        order = {"items": [{"sku": "MUG-LOGO", "quantity": 1}]}
+        order = order_to_germany(url, token)
         holder = subprocess.Popen(
             [sys.executable, "manage.py", "shell", "--no-imports", "-c", HOLD_LOCK],
             cwd=ROOT,
@@ -349,7 +358,7 @@ def test_with_nothing_configured_a_buyer_pays_through_the_local_provider_and_its
         url = shop.url
         assert "Mode: embedded" in shop.output
         token = http("POST", f"{url}/api/auth/token/", body={"username": "staff", "password": password})[1]["token"]
-        order = {"items": [{"sku": "MUG-LOGO", "quantity": 1}]}
+        order = order_to_germany(url, token)
         number = http("POST", f"{url}/api/orders/", token=token, body=order, key="pay-locally")[1]["number"]
         payment = http("POST", f"{url}/api/orders/{number}/pay/", token=token)[1]
         assert payment["state"] == "pending" and payment["redirect_url"].startswith("/payments/local/cs_local_")

@@ -91,9 +91,14 @@ def order_cancel(*, order: Order) -> Order:
 
 
 def order_reservations_settle(*, order: Order) -> list[Reservation]:
-    """Bring a final order's leftover active reservations in line with its status (reconcile --fix)."""
-    if order.status == Status.PAID:
-        return stock_commit(order=order)
-    if order.status in (Status.CANCELLED, Status.EXPIRED, Status.PAYMENT_FAILED):
-        return stock_release(order=order, reason=order.status)
+    """Bring a final order's leftover active reservations in line with its status (reconcile --fix).
+
+    The status is read again under the order's locks: a declined order paid again meanwhile holds new
+    reservations that are not leftovers."""
+    with stock_section(skus=order.skus):
+        order = Order.all_objects.get(pk=order.pk)
+        if order.status == Status.PAID:
+            return stock_commit(order=order)
+        if order.status in (Status.CANCELLED, Status.EXPIRED, Status.PAYMENT_FAILED):
+            return stock_release(order=order, reason=order.status)
     return []

@@ -61,6 +61,8 @@ EXPECTED = {
         "POST": by_role(NOT_AUTHENTICATED, CREATED, CREATED, CREATED),
         "other": CUSTOMERS_REFUSED,
     },
+    # A quote for the cart is each customer's own business: nothing is placed.
+    "api:checkout-quote": {"POST": CUSTOMERS, "OPTIONS": CUSTOMERS, "other": CUSTOMERS_REFUSED},
     "api:order-detail": {"GET": OWNER_ONLY, "HEAD": OWNER_ONLY, "OPTIONS": CUSTOMERS, "other": CUSTOMERS_REFUSED},
     "api:order-pay": {"POST": OWNER_ONLY, "OPTIONS": CUSTOMERS, "other": CUSTOMERS_REFUSED},
     "api:order-cancel": {"POST": OWNER_ONLY, "OPTIONS": CUSTOMERS, "other": CUSTOMERS_REFUSED},
@@ -143,6 +145,7 @@ def world(make_product, customer, django_user_model, shop_staff):
 BODIES = {
     "api:product-detail": {"max_per_customer": 5},
     "api:order-list": {"items": [{"sku": "MUG", "quantity": 1}]},
+    "api:checkout-quote": {"items": [{"sku": "MUG", "quantity": 1}]},
     "api:order-pay": {},
     "api:order-refund": {"restock": True},
     "api:stock-detail": {"delta": 1, "reason": "access test"},

@@ -23,15 +23,18 @@ schema = schemathesis.openapi.from_wsgi("/api/schema/", application)
 # The stateful run spends its budget on sequences of valid requests; the stateless one sends invalid ones.
 schema.config.phases.stateful.generation.modes = [GenerationMode.POSITIVE]
 
-# Plenty, a little, none: orders get placed, run short and are refused.
-SKUS = ("BULK", "MUG", "TEE")
+# Plenty, a little, none, and goods that ship: orders get placed, run short, are refused, and are
+# priced for an address and a shipping method.
+SKUS = ("BULK", "MUG", "TEE", "LAMP")
 
 # Every check but "schema-valid data must be accepted": an unknown SKU, wrong credentials or too little
 # stock are well-formed requests the API must refuse (with a documented 4xx).
 EXCLUDED_CHECKS = [positive_data_acceptance]
 
 
-@schema.hook("flatmap_case").apply_to(method="POST", path="/api/orders/")
+@schema.hook("flatmap_case").apply_to(method="POST", path="/api/orders/").apply_to(
+    method="POST", path="/api/checkout/quote/"
+)
 def _orders_for_real_skus(context, case):
     """Random SKUs are all unknown: most valid order requests name the shop's, so orders get placed (or run short)."""
     if case.meta.generation.mode is not GenerationMode.POSITIVE or not isinstance(case.body, dict):
@@ -54,12 +57,13 @@ def _with_body(case, body, fresh_key):
 
 
 @pytest.fixture
-def tokens(db, make_product, staff_user, customer, settings):
+def tokens(db, make_product, staff_user, customer, settings, shipping_rules):
     """Stock to order, and the Authorization headers of staff (every operation) and a customer."""
     settings.ORDER_THROTTLE_RATE = "100000/minute"  # the fuzzer places hundreds of orders
     make_product(sku="BULK", stock=10**7)
     make_product(sku="MUG", stock=50)
     make_product(sku="TEE", stock=0)
+    make_product(sku="LAMP", stock=50, requires_shipping=True, weight_grams=1200)
     # Called as a raw WSGI app, Django would close the test's database connection after each request
     # (the test client unhooks this the same way).
     signals.request_started.disconnect(close_old_connections)

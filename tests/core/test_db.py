@@ -81,6 +81,7 @@ def _order_row(key: str) -> dict:
         "idempotency_key_hash": key,
         "idempotency_scope": f"email:{key}@example.com",
         "request_fingerprint": key,
+        **{"currency": "EUR", "prices_include_tax": True, "subtotal": 0, "tax": 0, "total": 0},
     }
 
 

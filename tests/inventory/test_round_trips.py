@@ -33,12 +33,12 @@ def test_placing_an_order_costs_a_fixed_number_of_queries_and_redis_commands(mak
     with CaptureQueriesContext(connection) as queries:
         order_place(email="a@example.com", items=items, idempotency_key="k")
 
-    # BEGIN; the replay check and the products in one round trip; in one round trip a savepoint, the
+    # BEGIN; the replay check, the products and the tax rates in one round trip; in one round trip a savepoint, the
     # order, the guarded UPDATE per SKU (nothing read before: the stock covers it) and the units they
     # left; in one round trip the lines, their reservations and ledger rows (INSERT ... SELECTs from the
     # new lines); COMMIT. The same for one SKU or several, and for a batch of queued one-SKU orders.
     assert len(queries) == 5, [q["sql"][:60] for q in queries]
-    assert queries[1]["sql"].count("; ") == 1
+    assert queries[1]["sql"].count("; ") == 2
     assert queries[2]["sql"].count("; ") == 2 + skus
     assert queries[3]["sql"].count("; ") == 2
     if skus == 1:
@@ -91,6 +91,8 @@ def test_the_order_api_answers_a_new_order_without_reading_it_back(make_product,
             "quantity": n + 1,
             "unit_price": f"{n + 1}.50",
             "line_total": f"{(n + 1) * (n + 1.5):.2f}",
+            "tax_rate": "0.000",
+            "tax": "0.00",
         }
         for n in range(skus)
     ]

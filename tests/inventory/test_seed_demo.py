@@ -1,10 +1,14 @@
+from decimal import Decimal
 from io import StringIO
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
+from orders.services import order_quote
+from shipping.models import ShippingZone
 from shop.models import Product
+from tax.models import TaxRate
 from tests.conftest import assert_books_balance
 
 pytestmark = pytest.mark.django_db
@@ -23,14 +27,28 @@ def test_seed_demo_is_idempotent_and_prints_a_generated_password(monkeypatch):
 
     second = run("seed_demo")
 
-    assert "7 created" in first and "Staff user: staff / password: " in first
-    assert "0 created, 7 already there" in second and "password unchanged" in second
+    assert "9 created" in first and "Staff user: staff / password: " in first
+    assert "0 created, 9 already there" in second and "password unchanged" in second
+    assert ShippingZone.objects.count() == 3 and TaxRate.objects.count() == 10  # not made twice
     assert {p.sku: p.stock.on_hand for p in Product.objects.select_related("stock")} == products
     staff = get_user_model().objects.get(username="staff")
     password = first.split("password: ")[1].split()[0]
     assert staff.is_staff and staff.check_password(password)
     assert staff.has_perm("inventory.change_stock")
     assert_books_balance(*Product.objects.all())
+
+
+def test_the_demo_ships_and_taxes_so_a_newcomer_can_check_out_at_once():
+    run("seed_demo")
+
+    to_germany = order_quote(items=[{"sku": "MUG-LOGO", "quantity": 1}, {"sku": "BOOK-SNEAKERS", "quantity": 1}],
+                             shipping_country="DE")  # fmt: skip
+    ticket = order_quote(items=[{"sku": "TICKET-LAUNCH", "quantity": 1}])
+
+    assert [offer.name for offer in to_germany.shipping_offers] == ["Standard", "Express"]
+    assert [line.tax_rate for line in to_germany.price.lines] == [19, 7]  # the book at the reduced rate
+    assert to_germany.price.total == Decimal("41.40")  # 12.50 + 24.00 + 4.90, tax included
+    assert not ticket.ships and ticket.price.shipping_method is None
 
 
 def test_seed_demo_takes_the_password_from_the_environment(monkeypatch):

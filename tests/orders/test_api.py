@@ -7,7 +7,8 @@ from django.utils import timezone
 from inventory.models import StockMovement
 from orders.models import Order, Payment
 from orders.payments.local import local_event
-from tests.conftest import assert_books_balance, client_for, pay, stock_of, webhook_deliver
+from orders.services import order_release_failed_payments
+from tests.conftest import ADDRESS_DE, assert_books_balance, client_for, pay, stock_of, webhook_deliver
 from tests.race import holding
 
 pytestmark = pytest.mark.django_db
@@ -18,8 +19,9 @@ def mug(make_product):
     return make_product(sku="MUG", stock=10, price="12.50")
 
 
-def create(client, items, key="key-1", **extra):
-    return client.post("/api/orders/", {"items": items}, format="json", HTTP_IDEMPOTENCY_KEY=key, **extra)
+def create(client, items, key="key-1", data_extra=None, **extra):
+    body = {"items": items} | (data_extra or {})
+    return client.post("/api/orders/", body, format="json", HTTP_IDEMPOTENCY_KEY=key, **extra)
 
 
 def test_placing_an_order_reserves_stock_and_returns_it(customer_client, mug):
@@ -29,7 +31,15 @@ def test_placing_an_order_reserves_stock_and_returns_it(customer_client, mug):
     body = response.json()
     assert body["status"] == "awaiting_payment" and body["total"] == "25.00"
     assert body["lines"] == [
-        {"sku": "MUG", "name": mug.name, "quantity": 2, "unit_price": "12.50", "line_total": "25.00"}
+        {
+            "sku": "MUG",
+            "name": mug.name,
+            "quantity": 2,
+            "unit_price": "12.50",
+            "line_total": "25.00",
+            "tax_rate": "0.000",
+            "tax": "0.00",
+        }
     ]
     assert body["expires_at"] and len(body["number"]) == 10
     assert stock_of(mug).reserved == 2
@@ -148,15 +158,36 @@ def test_pay_starts_a_payment_its_webhook_completes_and_a_second_call_returns_th
     assert_books_balance(mug)
 
 
-def test_a_declined_payment_cannot_be_started_again(customer_client, mug):
+def test_a_declined_payment_is_tried_again_with_a_new_payment_and_its_units_reserved_again(customer_client, mug):
     number = create(customer_client, [{"sku": "MUG", "quantity": 3}]).json()["number"]
     customer_client.post(f"/api/orders/{number}/pay/")
 
     webhook_deliver(local_event("checkout.session.async_payment_failed", payment=Payment.objects.get()))
-
     assert customer_client.get(f"/api/orders/{number}/").json()["status"] == "payment_failed"
+
     retried = customer_client.post(f"/api/orders/{number}/pay/")
-    assert retried.status_code == 409 and retried.json()["code"] == "order_not_payable"
+    assert retried.status_code == 200 and retried.json()["state"] == "pending"
+    assert customer_client.get(f"/api/orders/{number}/").json()["status"] == "awaiting_payment"
+    assert stock_of(mug).reserved == 3
+    webhook_deliver(local_event("checkout.session.completed", payment=Payment.objects.get(attempt=2)))
+    assert customer_client.get(f"/api/orders/{number}/").json()["status"] == "paid"
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (7, 0)
+    assert_books_balance(mug)
+
+
+def test_a_declined_payment_whose_units_are_gone_meanwhile_is_not_tried_again(customer_client, mug):
+    number = create(customer_client, [{"sku": "MUG", "quantity": 3}]).json()["number"]
+    customer_client.post(f"/api/orders/{number}/pay/")
+    webhook_deliver(local_event("checkout.session.async_payment_failed", payment=Payment.objects.get()))
+    order_release_failed_payments(batch_size=10)
+    other = create(customer_client, [{"sku": "MUG", "quantity": 9}], key="another")  # 10 on hand: 1 left
+    assert other.status_code == 201, other.json()
+
+    retried = customer_client.post(f"/api/orders/{number}/pay/")
+
+    assert retried.status_code == 409 and retried.json()["code"] == "order_expired"
+    assert customer_client.get(f"/api/orders/{number}/").json()["status"] == "payment_failed"
+    assert stock_of(mug).reserved == 9 and Payment.objects.count() == 1
 
 
 @pytest.fixture
@@ -232,7 +263,7 @@ def test_a_busy_sku_answers_503_with_retry_after(customer_client, mug, settings)
 
 
 def test_the_order_output_written_out_renders_what_drf_renders_from_the_declared_fields(
-    customer_client, mug, make_product
+    customer_client, mug, make_product, shipping_rules
 ):
     """``OrderOutputSerializer`` writes its rendering out for speed; it must stay DRF's, field for field."""
     from rest_framework import serializers
@@ -243,8 +274,25 @@ def test_the_order_output_written_out_renders_what_drf_renders_from_the_declared
     number = create(customer_client, [{"sku": "MUG", "quantity": 3}, {"sku": "TEE", "quantity": 1}]).json()["number"]
     unpaid = Order.objects.get(number=number)
     paid = pay(Order.objects.get(number=number))
+    make_product(sku="LAMP", stock=5, price="30.00", requires_shipping=True)
+    shipped = create(
+        customer_client,
+        [{"sku": "LAMP", "quantity": 1}],
+        key="shipped",
+        data_extra={"shipping_address": ADDRESS_DE, "shipping_method": shipping_rules["standard"].pk},
+    ).json()["number"]
+    billed = create(
+        customer_client,
+        [{"sku": "LAMP", "quantity": 1}],
+        key="billed",
+        data_extra={
+            "shipping_address": ADDRESS_DE,
+            "billing_address": ADDRESS_DE | {"full_name": "Firma GmbH"},
+            "shipping_method": shipping_rules["express"].pk,
+        },
+    ).json()["number"]
 
-    for order in (unpaid, paid):
+    for order in (unpaid, paid, Order.objects.get(number=shipped), Order.objects.get(number=billed)):
         serializer = OrderOutputSerializer(order)
         assert serializer.to_representation(order) == serializers.Serializer.to_representation(serializer, order)
     assert OrderOutputSerializer(paid).data["paid_at"] is not None

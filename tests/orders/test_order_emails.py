@@ -77,7 +77,7 @@ def test_a_placed_order_is_emailed_once_with_its_deadline_and_a_link_to_pay(make
     body = text_of(message)
     deadline = timezone.localtime(order.expires_at).strftime("%Y-%m-%d %H:%M")
     assert order.number in body and deadline in body
-    assert "2 x Logo mug (MUG) at 12.50 = 25.00" in body
+    assert "2 x Logo mug (MUG) at €12.50 = €25.00" in body and "Total: €25.00" in body
     assert order.number in html_of(message) and deadline in html_of(message)
     link = re.search(r"http://\S+/orders/" + order.number + r"/\?key=\S+", body).group(0)
     browser = Client()  # another browser than the one that ordered: the signed link lets it in

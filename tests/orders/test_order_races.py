@@ -133,7 +133,7 @@ def assert_told_what_happened(order: Order, told: set) -> None:
     assert set(charges) <= {"captured", "refunded", "failed"}, charges  # every charge applied, refunded or failed
     assert states["committed"] == charges["captured"] == (status == Status.PAID), (status, states, charges)
     assert states["active"] == (status == Status.AWAITING_PAYMENT), (status, states)
-    assert released["cancelled"] + released["payment_failed"] <= 1  # a final release happens once
+    # A reservation is released once (its ledger above); a declined order paid again is reserved anew.
 
     def said(*answers):
         return bool(told & set(answers))
@@ -143,9 +143,9 @@ def assert_told_what_happened(order: Order, told: set) -> None:
     if said(("cancel", "order_not_cancellable")):
         assert status == Status.PAID
     if status == Status.PAYMENT_FAILED:
-        assert said(("fail", True), ("decline", Status.PAYMENT_FAILED)) and released["payment_failed"] == 1
-    if said(("fail", True), ("decline", Status.PAYMENT_FAILED), ("pay", "order_not_payable")):
-        assert status in (Status.PAYMENT_FAILED, Status.CANCELLED)
+        assert said(("fail", True), ("decline", Status.PAYMENT_FAILED)) and released["payment_failed"] >= 1
+    if said(("pay", "order_not_payable"), ("decline", "order_not_payable")):
+        assert status == Status.CANCELLED  # only a cancelled order is never paid again
     if said(("expire", True)):
         assert released["expired"] >= 1
 

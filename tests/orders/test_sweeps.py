@@ -293,17 +293,19 @@ def test_failing_a_payment_races_safely_with_paying(make_product, celery_eager):
 
     for order, told in zip(placed, zip(answers[::2], answers[1::2], strict=True), strict=True):
         order.refresh_from_db()
-        reservation = Reservation.objects.get(order_line__order=order)
+        reservations = list(Reservation.objects.filter(order_line__order=order).order_by("pk"))
         charges = Counter(order.payments.values_list("state", flat=True))
         if order.status == "paid":
-            assert told == ("paid", False)
-            assert (reservation.state, charges) == ("committed", {"captured": 1})
+            # Paid, or failed first and then tried again: its units released, reserved anew and sold.
+            assert told[0] == "paid" and charges == {"captured": 1}
+            assert [r.state for r in reservations] in (["committed"], ["released", "committed"])
         else:
-            # The failure came before the payment started (refused), or before its success (refunded).
-            assert order.status == "payment_failed" and told in (("order_not_payable", True), ("payment_failed", True))
+            # The failure came before its success (refunded).
+            assert order.status == "payment_failed" and told == ("payment_failed", True)
+            [reservation] = reservations
             assert (reservation.state, reservation.release_reason) == ("released", "payment_failed")
             assert set(charges) <= {"refunded"}  # charged before the failure won: refunded
-        assert reservation.movements.count() == 2
+        assert all(reservation.movements.count() == 2 for reservation in reservations)
     assert Order.objects.get(pk=placed[2].pk).status == "paid"  # a failure after the payment changes nothing
     sold = 2 * Order.objects.filter(status="paid").count()
     assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (6 - sold, 0)

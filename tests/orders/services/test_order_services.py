@@ -118,8 +118,21 @@ def test_a_declined_payment_fails_the_order_and_the_release_task_gives_its_stock
     assert failed.payments.get().state == "failed"
     assert Reservation.objects.get(order_line__order=order).release_reason == "payment_failed"
     assert stock_of(mug).available == 10
-    with pytest.raises(OrderNotPayable):
-        pay(order)
+    assert_books_balance(mug)
+
+
+def test_a_declined_order_is_paid_on_a_second_try_with_its_units_reserved_again(make_product, customer):
+    mug = make_product(sku="MUG", stock=10)
+    order = place(customer, MUG=3)
+    failed = pay(order, decline=True)
+    assert stock_of(mug).reserved == 3  # the release task has not run yet
+
+    paid = pay(failed)
+
+    assert paid.status == Order.Status.PAID and paid.payments.count() == 2
+    reservations = Reservation.objects.filter(order_line__order=order).order_by("pk")
+    assert [(r.state, r.release_reason) for r in reservations] == [("released", "payment_failed"), ("committed", "")]
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (7, 0)
     assert_books_balance(mug)
 
 
