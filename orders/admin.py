@@ -12,7 +12,8 @@ from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from core.admin import ReadOnlyAdminMixin, SoftDeleteAdmin
 from core.errors import DomainError
@@ -117,6 +118,11 @@ class OrderAdmin(SoftDeleteAdmin):
     ordering = ["-created_at", "-id"]
     fieldsets = [
         (None, {"fields": ["number", "status", "customer", "email", "total_shown"]}),
+        (
+            "Totals as placed",
+            {"fields": ["subtotal_shown", "shipping_shown", "tax_shown", "prices_include_tax"]},
+        ),
+        ("Shipping", {"fields": ["shipping_method_name", "shipping_address_shown", "billing_address_shown"]}),
         ("Reservation and payment", {"fields": ["expires_at", "paid_at", "payment_reference"]}),
         ("Record", {"fields": ["idempotency_key", "created_at", "updated_at", "is_deleted", "deleted_at"]}),
     ]
@@ -196,6 +202,26 @@ class OrderAdmin(SoftDeleteAdmin):
     @admin.display(description="total", ordering="total")
     def total_shown(self, order):
         return money_format(order.total, order.currency)
+
+    @admin.display(description="subtotal")
+    def subtotal_shown(self, order):
+        return money_format(order.subtotal, order.currency)
+
+    @admin.display(description="shipping")
+    def shipping_shown(self, order):
+        return money_format(order.shipping_price, order.currency)
+
+    @admin.display(description="tax")
+    def tax_shown(self, order):
+        return money_format(order.tax, order.currency)
+
+    @admin.display(description="shipping address")
+    def shipping_address_shown(self, order):
+        return format_html_join(mark_safe("<br>"), "{}", ((line,) for line in order.shipping_address_lines)) or "-"
+
+    @admin.display(description="billing address")
+    def billing_address_shown(self, order):
+        return format_html_join(mark_safe("<br>"), "{}", ((line,) for line in order.billing_address_lines)) or "-"
 
     @admin.display(description="deleted", boolean=True, ordering="is_deleted")
     def deleted(self, order):

@@ -19,7 +19,17 @@ admin.site.index_title = "Catalog, stock and orders"
 class ProductAddForm(forms.ModelForm):
     class Meta:
         model = Product
-        fields = ["sku", "name", "description", "price", "max_per_customer", "sale_starts_at"]
+        fields = [
+            "sku",
+            "name",
+            "description",
+            "price",
+            "max_per_customer",
+            "sale_starts_at",
+            "requires_shipping",
+            "weight_grams",
+            "tax_class",
+        ]
         labels = {"sku": "SKU"}
         help_texts = {"sku": "Letters, digits, '.', '_' or '-'; stored in upper case. It cannot be changed later."}
 
@@ -49,12 +59,21 @@ class ProductAdmin(SoftDeleteAdmin):
         },
     )
 
+    shipping_fieldset = (
+        "Shipping and tax",
+        {
+            "fields": ["requires_shipping", "weight_grams", "tax_class"],
+            "description": "A ticket or a gift card is not shipped: its orders ask for no address.",
+        },
+    )
+
     def get_fieldsets(self, request, obj=None):
         if obj is None:
-            return [(None, {"fields": self.add_fields}), self.sale_fieldset]
+            return [(None, {"fields": self.add_fields}), self.sale_fieldset, self.shipping_fieldset]
         return [
             (None, {"fields": ["sku", "name", "description", "price", "is_active"]}),
             self.sale_fieldset,
+            self.shipping_fieldset,
             ("Record", {"fields": ["created_at", "updated_at", "is_deleted", "deleted_at"]}),
         ]
 

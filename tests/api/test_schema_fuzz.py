@@ -32,8 +32,10 @@ SKUS = ("BULK", "MUG", "TEE", "LAMP")
 EXCLUDED_CHECKS = [positive_data_acceptance]
 
 
-@schema.hook("flatmap_case").apply_to(method="POST", path="/api/orders/").apply_to(
-    method="POST", path="/api/checkout/quote/"
+@(
+    schema.hook("flatmap_case")
+    .apply_to(method="POST", path="/api/orders/")
+    .apply_to(method="POST", path="/api/checkout/quote/")
 )
 def _orders_for_real_skus(context, case):
     """Random SKUs are all unknown: most valid order requests name the shop's, so orders get placed (or run short)."""

@@ -1,13 +1,18 @@
 """Checkout of goods that ship: addresses, shipping methods, tax and the totals an order stores."""
 
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.utils import timezone
 
+from orders.errors import OrderExpired
 from orders.models import Order
 from orders.payments.stripe import minor_units
-from orders.services import order_pay, order_place
+from orders.pricing import tax_of
+from orders.services import order_expire, order_pay, order_place
 from shipping.models import ShippingMethod
+from tax.models import TaxRate
 from tests.conftest import ADDRESS_DE, ADDRESS_US, stock_of
 
 pytestmark = pytest.mark.django_db
@@ -229,3 +234,60 @@ def test_a_yen_shop_rounds_tax_to_whole_yen_and_charges_its_stored_total(make_pr
     payment = order_pay(order=order, return_url="https://shop.example.com/")
     assert (payment.amount, payment.currency) == (Decimal(3740), "JPY")
     assert minor_units(payment.amount, payment.currency) == 3740  # what Stripe receives: yen, not cents
+
+
+def _expired_shipped_order(shipping_rules):
+    order = order_place(
+        email="ann@example.com",
+        items=[{"sku": "MUG", "quantity": 1}],
+        idempotency_key="late",
+        shipping_address=ADDRESS_DE,
+        shipping_method=shipping_rules["standard"].pk,
+    )
+    Order.objects.filter(pk=order.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert order_expire(order=Order.objects.get(pk=order.pk))
+    return Order.objects.get(pk=order.pk)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda rules: TaxRate.objects.filter(country="DE", tax_class=None).update(rate=Decimal(16)),
+        lambda rules: ShippingMethod.objects.filter(pk=rules["standard"].pk).update(price=Decimal("5.90")),
+        lambda rules: ShippingMethod.objects.filter(pk=rules["standard"].pk).update(is_active=False),
+    ],
+    ids=["tax-rate", "shipping-price", "method-withdrawn"],
+)
+def test_paying_an_expired_order_checks_its_stored_totals_still_hold(goods, shipping_rules, change):
+    order = _expired_shipped_order(shipping_rules)
+    change(shipping_rules)
+
+    with pytest.raises(OrderExpired):
+        order_pay(order=order, return_url="https://shop.example.com/")
+
+    assert Order.objects.get(pk=order.pk).status == "expired" and stock_of(goods["mug"]).reserved == 0
+
+
+def test_an_expired_order_whose_totals_hold_is_revived_and_charged_its_stored_total(goods, shipping_rules):
+    order = _expired_shipped_order(shipping_rules)
+
+    payment = order_pay(order=order, return_url="https://shop.example.com/")
+
+    assert payment.amount == Decimal("16.80") == Order.objects.get(pk=order.pk).total
+    assert Order.objects.get(pk=order.pk).status == "awaiting_payment" and stock_of(goods["mug"]).reserved == 1
+
+
+@pytest.mark.parametrize(
+    ("amount", "rate", "included", "currency", "tax"),
+    [
+        (Decimal("10.00"), Decimal(19), True, "EUR", Decimal("1.60")),  # 1.5966 up
+        (Decimal("10.00"), Decimal(19), False, "EUR", Decimal("1.90")),
+        (Decimal("0.05"), Decimal(10), False, "EUR", Decimal("0.01")),  # 0.005: half up, never to even
+        (Decimal("0.15"), Decimal(10), False, "EUR", Decimal("0.02")),  # 0.015: half up
+        (Decimal("1080"), Decimal(10), True, "JPY", Decimal("98")),  # 98.18 in whole yen
+        (Decimal("1150"), Decimal(10), False, "JPY", Decimal("115")),
+        (Decimal("9.99"), Decimal(0), True, "EUR", Decimal("0.00")),
+    ],
+)
+def test_the_rounding_rule_rounds_each_line_half_up_to_the_currencys_places(amount, rate, included, currency, tax):
+    assert tax_of(amount, rate, included=included, currency=currency) == tax
