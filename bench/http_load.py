@@ -10,6 +10,7 @@ the 201 answers and from the reservation rows, against the restock rows, never f
 
 import argparse
 import csv
+import json
 import os
 import re
 import socket
@@ -36,6 +37,7 @@ from django.core.management import call_command  # noqa: E402
 from knox.models import AuthToken  # noqa: E402
 
 from bench.reserve import units_given_and_taken  # noqa: E402
+from bench.shipping import ADDRESS, bench_shipping_method  # noqa: E402
 from inventory.models import Stock  # noqa: E402
 from inventory.products import product_create  # noqa: E402
 from orders.models import Order  # noqa: E402
@@ -126,7 +128,13 @@ def _locust(url: str, *, sku: str, token: str, users: int, seconds: int) -> dict
                 "--loglevel",
                 "ERROR",
             ],
-            env=os.environ | {"BENCH_SKU": sku, "BENCH_TOKEN": token},
+            env=os.environ
+            | {
+                "BENCH_SKU": sku,
+                "BENCH_TOKEN": token,
+                "BENCH_ADDRESS": json.dumps(ADDRESS),
+                "BENCH_METHOD": str(bench_shipping_method()),
+            },
             check=False,  # locust exits 1 when any request "failed"; refusals are expected here
             capture_output=True,
         )

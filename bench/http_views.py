@@ -12,6 +12,7 @@ They live here, not in the apps: no shop code calls them.
 import hashlib
 import json
 from datetime import timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -30,9 +31,14 @@ from inventory.errors import DuplicateLine, InsufficientStock
 from inventory.models import Reservation, Stock, StockMovement
 from orders.apis import OrderCollectionApi, OrderOutputSerializer
 from orders.models import Order, OrderLine
+from orders.pricing import tax_of
 from orders.throttling import OrderThrottle
+from shipping.addresses import address_clean
+from shipping.errors import ShippingMethodUnavailable
+from shipping.models import ShippingMethod
 from shop.errors import UnknownProduct
 from shop.models import Product
+from tax.models import TaxRate
 
 # The guarded UPDATE of bench/reserve.py's floor, on the shop's own table.
 GUARDED = "UPDATE inventory_stock SET reserved = reserved + 1 WHERE product_id = %s AND on_hand - reserved >= 1"
@@ -100,10 +106,20 @@ class PlainOrderOutputSerializer(OrderOutputSerializer):
     to_representation = Serializer.to_representation
 
 
-def checkout_plain(*, customer, items: list[dict], idempotency_key: str, client_address: str = "") -> Order:
-    """A checkout as a Django developer writes it (roughly Saleor's): one transaction, the stock rows locked
-    in primary-key order, checked, ``F()`` updates, then the order, its lines, and the reservation and
-    ledger rows ``order_place`` writes, through the ORM on the shop's tables.
+def checkout_plain(
+    *,
+    customer,
+    items: list[dict],
+    idempotency_key: str,
+    shipping_address: dict,
+    shipping_method: int,
+    client_address: str = "",
+) -> Order:
+    """A checkout as a Django developer writes it (roughly Saleor's): the address checked, the shipping
+    method and tax rates read, one transaction, the stock rows locked in primary-key order, checked,
+    ``F()`` updates, then the order with its address and totals, its lines with their tax, and the
+    reservation and ledger rows ``order_place`` writes, through the ORM on the shop's tables. Every
+    product is shipped (the benches' are).
 
     A retry with the same key (the unique constraint refuses it) answers the order placed first.
     """
@@ -111,9 +127,15 @@ def checkout_plain(*, customer, items: list[dict], idempotency_key: str, client_
     if len(wanted) != len(items):
         skus = [item["sku"] for item in items]
         raise DuplicateLine(skus=sorted({sku for sku in skus if skus.count(sku) > 1}))
+    address = address_clean(shipping_address)
     products = {product.sku: product for product in Product.objects.filter(sku__in=wanted, is_active=True)}
     if unknown := sorted(set(wanted) - set(products)):
         raise UnknownProduct(skus=unknown)
+    method = ShippingMethod.objects.select_related("zone").filter(pk=shipping_method, is_active=True).first()
+    if method is None or address["country"] not in method.zone.countries:
+        raise ShippingMethodUnavailable(country=address["country"], methods=[])
+    rates = {rate.tax_class_id: rate.rate for rate in TaxRate.objects.filter(country=address["country"])}
+    totals = _plain_totals(products, wanted, method, rates)
     quantities = {products[sku].pk: quantity for sku, quantity in wanted.items()}
     scope = f"user:{customer.pk}"
     key_hash = hashlib.sha256(idempotency_key.encode()).hexdigest()
@@ -140,6 +162,10 @@ def checkout_plain(*, customer, items: list[dict], idempotency_key: str, client_
                 )
             order = Order.objects.create(
                 customer=customer,
+                shipping_address=address,
+                shipping_method=method,
+                shipping_method_name=method.name,
+                **totals["order"],
                 email=customer.email,
                 buyer=scope,
                 client_address=client_address,
@@ -150,7 +176,13 @@ def checkout_plain(*, customer, items: list[dict], idempotency_key: str, client_
                 request_fingerprint=hashlib.sha256(json.dumps(sorted(wanted.items())).encode()).hexdigest(),
             )
             lines = OrderLine.objects.bulk_create(
-                OrderLine(order=order, product=products[sku], quantity=quantity, unit_price=products[sku].price)
+                OrderLine(
+                    order=order,
+                    product=products[sku],
+                    quantity=quantity,
+                    unit_price=products[sku].price,
+                    **totals["lines"][sku],
+                )
                 for sku, quantity in wanted.items()
             )
             reservations = Reservation.objects.bulk_create(
@@ -176,11 +208,46 @@ def checkout_plain(*, customer, items: list[dict], idempotency_key: str, client_
     return order
 
 
+def _plain_totals(products: dict, wanted: dict, method, rates: dict) -> dict:
+    """The order's and each line's figures, by the shop's rounding rule (``orders.pricing.tax_of``)."""
+    currency, included = settings.SHOP_CURRENCY, settings.PRICES_INCLUDE_TAX
+    lines, subtotal, tax = {}, Decimal(0), Decimal(0)
+    for sku, quantity in wanted.items():
+        product = products[sku]
+        rate = rates.get(product.tax_class_id, rates.get(None, Decimal(0)))
+        line_total = product.price * quantity
+        line_tax = tax_of(line_total, rate, included=included, currency=currency)
+        lines[sku] = {"line_total": line_total, "tax_rate": rate, "tax": line_tax}
+        subtotal, tax = subtotal + line_total, tax + line_tax
+    shipping = Decimal(0) if method.free_above is not None and subtotal >= method.free_above else method.price
+    shipping_rate = rates.get(None, Decimal(0)) if settings.SHIPPING_TAXED else Decimal(0)
+    shipping_tax = tax_of(shipping, shipping_rate, included=included, currency=currency)
+    tax += shipping_tax
+    order = {
+        "currency": currency,
+        "prices_include_tax": included,
+        "subtotal": subtotal,
+        "shipping_price": shipping,
+        "shipping_tax_rate": shipping_rate,
+        "shipping_tax": shipping_tax,
+        "tax": tax,
+        "total": subtotal + shipping + (0 if included else tax),
+    }
+    return {"order": order, "lines": lines}
+
+
 class CheckoutPlainApi(APIView):
     """The plain checkout over HTTP: the order API's authentication, throttle, header and body checks and answer."""
 
     def post(self, request):
-        items, key, client_address = OrderCollectionApi.order_request_checked(request)
-        order = checkout_plain(customer=request.user, items=items, idempotency_key=key, client_address=client_address)
+        data, key, client_address = OrderCollectionApi.order_request_checked(request)
+        order = checkout_plain(
+            customer=request.user,
+            items=data["items"],
+            idempotency_key=key,
+            shipping_address=data.get("shipping_address"),
+            shipping_method=data.get("shipping_method"),
+            client_address=client_address,
+        )
         prefetch_related_objects([order], "lines__product")
         return Response(PlainOrderOutputSerializer(order).data, status=status.HTTP_201_CREATED)

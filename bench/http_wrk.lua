@@ -6,6 +6,8 @@
 --   WRK_ITEMS  the cell's SKUs as "sku=product_id" pairs separated by commas
 --   WRK_LINES  SKUs per cart, distinct, picked at random among WRK_ITEMS in random order
 --   WRK_FIELD  what a line names: "sku" (the order API, the checkout) or "product_id" (the floors)
+--   WRK_EXTRA  JSON members sent after the items, each with its leading comma (the order's address and
+--              shipping method); empty: none
 --
 -- At the end it prints one line, "WRK_RESULT <json>": requests, duration, socket errors, latency
 -- percentiles (microseconds) and the answers by HTTP status.
@@ -20,6 +22,7 @@ end
 function init(args)
    run = os.getenv("WRK_RUN") or "run"
    field = os.getenv("WRK_FIELD") or "sku"
+   extra = os.getenv("WRK_EXTRA") or ""
    lines = tonumber(os.getenv("WRK_LINES") or "1")
    items = {}
    for sku, product_id in string.gmatch(os.getenv("WRK_ITEMS") or "", "([^=,]+)=(%d+)") do
@@ -38,7 +41,7 @@ end
 
 local function cart()
    if #items == 1 then
-      return '{"items": [' .. items[1] .. ']}'
+      return '{"items": [' .. items[1] .. ']' .. extra .. '}'
    end
    -- A partial Fisher-Yates shuffle: the first `lines` items are the cart.
    local picked = {}
@@ -49,7 +52,7 @@ local function cart()
       local j = math.random(i, #items)
       picked[i], picked[j] = picked[j], picked[i]
    end
-   return '{"items": [' .. table.concat(picked, ", ", 1, lines) .. ']}'
+   return '{"items": [' .. table.concat(picked, ", ", 1, lines) .. ']' .. extra .. '}'
 end
 
 function request()

@@ -39,6 +39,7 @@ from knox.models import AuthToken  # noqa: E402
 
 from bench.http_load import THREADS, Server  # noqa: E402
 from bench.reserve import machine_cpu, units_given_and_taken  # noqa: E402
+from bench.shipping import ADDRESS, bench_shipping_method  # noqa: E402
 from inventory.models import Stock  # noqa: E402
 from inventory.products import product_create  # noqa: E402
 from orders.models import Order  # noqa: E402
@@ -85,6 +86,11 @@ TARGETS = [
 ]
 
 
+def _shipped_to(method: int) -> str:
+    """What the order API's carts carry after their items: the benches' address and shipping method."""
+    return f', "shipping_address": {json.dumps(ADDRESS)}, "shipping_method": {method}'
+
+
 def _buyer_token() -> tuple[object, str]:
     user, _ = get_user_model().objects.get_or_create(username="bench-wrk", defaults={"email": "wrk@example.com"})
     return user, AuthToken.objects.create(user)[1]
@@ -104,9 +110,13 @@ def _products(count: int, stock: int) -> list:
         log.setLevel(level)
 
 
-def _wrk(url: str, *, products, lines: int, line_field: str, token: str, seconds: int, connections: int) -> dict:
-    """One wrk run against ``url``; what ``bench/http_wrk.lua`` reports, in milliseconds and per second."""
+def _wrk(
+    url: str, *, products, lines: int, line_field: str, token: str, seconds: int, connections: int, extra: str = ""
+) -> dict:
+    """One wrk run against ``url``; what ``bench/http_wrk.lua`` reports, in milliseconds and per second.
+    ``extra``: JSON members each cart carries after its items (the address and shipping method)."""
     env = os.environ | {
+        "WRK_EXTRA": extra,
         "WRK_RUN": uuid.uuid4().hex,
         "WRK_TOKEN": token,
         "WRK_ITEMS": ",".join(f"{product.sku}={product.pk}" for product in products),
@@ -156,6 +166,7 @@ def _cell(server: Server, design: HttpDesign, workload: Workload, *, stock: int,
         lines=workload.lines,
         line_field=design.line_field,
         token=token if design.authenticated else "",
+        extra=_shipped_to(bench_shipping_method()) if design.line_field == "sku" else "",
         **load,
     )
     time.sleep(SETTLE_SECONDS)

@@ -4,6 +4,7 @@ Every answer other than 201 is recorded as a failure named by its status and the
 so the report counts refusals (409 insufficient_stock, 503 lock_timeout, ...) by kind.
 """
 
+import json
 import os
 import uuid
 
@@ -17,7 +18,11 @@ class Buyer(FastHttpUser):
     def place_order(self):
         with self.client.post(
             "/api/orders/",
-            json={"items": [{"sku": os.environ["BENCH_SKU"], "quantity": 1}]},
+            json={
+                "items": [{"sku": os.environ["BENCH_SKU"], "quantity": 1}],
+                "shipping_address": json.loads(os.environ["BENCH_ADDRESS"]),
+                "shipping_method": int(os.environ["BENCH_METHOD"]),
+            },
             headers={
                 "Authorization": f"Token {os.environ['BENCH_TOKEN']}",
                 "Idempotency-Key": uuid.uuid4().hex,

@@ -11,6 +11,7 @@ from pyinstrument import Profiler
 
 from bench.redis_wire import redis_round_trips
 from bench.reserve import shop_rows
+from bench.shipping import ADDRESS, bench_shipping_method
 from inventory.services import stock_reserve
 from orders.services import order_place
 
@@ -20,6 +21,8 @@ def _place(skus):
         email="profile@example.com",
         items=[{"sku": sku, "quantity": 1} for sku in skus],
         idempotency_key=uuid.uuid4().hex,
+        shipping_address=ADDRESS,
+        shipping_method=bench_shipping_method(),
     )
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from bench._db import empty_tables, use_bench_database
+from bench.shipping import ADDRESS, UNPRICED_ORDER, bench_shipping_method
 
 DATABASE = use_bench_database()
 
@@ -335,11 +336,12 @@ class OurStockReserve(OurDesign):
                 idempotency_scope="email:bench@example.com",
                 request_fingerprint="-",
                 expires_at=expires,
+                **UNPRICED_ORDER,
             )
             for _ in combos
         )
         OrderLine.objects.bulk_create(
-            OrderLine(order=order, product=self.products[i], quantity=1, unit_price=1)
+            OrderLine(order=order, product=self.products[i], quantity=1, unit_price=1, line_total=1)
             for order, combo in zip(orders, combos, strict=True)
             for i in combo
         )
@@ -386,14 +388,25 @@ class OurRowsNoLock(OurStockReserve):
 
 
 class OurOrderPlace(OurDesign):
-    """The full ``order_place``: order, lines, reservations and ledger rows, idempotency key."""
+    """The full ``order_place``: order shipped to an address (checked, priced and taxed), lines,
+    reservations and ledger rows, idempotency key."""
 
     name = "ours: order_place"
+
+    def prepare(self, workload, rows, stock):
+        super().prepare(workload, rows, stock)
+        self.method = bench_shipping_method()
 
     def buy(self, picked):
         items = [{"sku": self.products[i].sku, "quantity": 1} for i in picked]
         try:
-            order_place(email="bench@example.com", items=items, idempotency_key=uuid.uuid4().hex)
+            order_place(
+                email="bench@example.com",
+                items=items,
+                idempotency_key=uuid.uuid4().hex,
+                shipping_address=ADDRESS,
+                shipping_method=self.method,
+            )
         except InsufficientStock as exc:
             raise Refused from exc
 
@@ -416,11 +429,18 @@ class PlainCheckout(ShopDesign):
         self.customer, _ = get_user_model().objects.get_or_create(
             username="bench-plain", defaults={"email": "bench@example.com"}
         )
+        self.method = bench_shipping_method()
 
     def buy(self, picked):
         items = [{"sku": self.products[i].sku, "quantity": 1} for i in picked]
         try:
-            self.checkout(customer=self.customer, items=items, idempotency_key=uuid.uuid4().hex)
+            self.checkout(
+                customer=self.customer,
+                items=items,
+                idempotency_key=uuid.uuid4().hex,
+                shipping_address=ADDRESS,
+                shipping_method=self.method,
+            )
         except InsufficientStock as exc:
             raise Refused from exc
 

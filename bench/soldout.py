@@ -26,6 +26,7 @@ from django.conf import settings
 from django.db import connection, connections
 
 from bench import reserve  # noqa: I001 - selects the bench database and sets Django up first
+from bench.shipping import ADDRESS, bench_shipping_method
 from core.errors import DomainError
 from inventory.errors import InsufficientStock
 from orders.services import order_place
@@ -57,15 +58,20 @@ class OurOrderRefusal:
         [product] = reserve.shop_rows(1, 1)
         self.sku = product.sku
         self.client_init()
-        order_place(email="first@example.com", items=[{"sku": self.sku, "quantity": 1}], idempotency_key=self.sku)
+        self.method = bench_shipping_method()
+        self.place(email="first@example.com", idempotency_key=self.sku)
 
     def client_init(self) -> None:
         settings.SOLD_OUT_MARK_SECONDS = self.mark_seconds
 
-    def refuse(self) -> bool:
+    def place(self, **kwargs) -> None:
+        """One unit, shipped as every bench order is."""
         items = [{"sku": self.sku, "quantity": 1}]
+        order_place(items=items, shipping_address=ADDRESS, shipping_method=self.method, **kwargs)
+
+    def refuse(self) -> bool:
         try:
-            order_place(email="crowd@example.com", items=items, idempotency_key=uuid.uuid4().hex)
+            self.place(email="crowd@example.com", idempotency_key=uuid.uuid4().hex)
         except InsufficientStock:
             return True
         return False

@@ -15,6 +15,7 @@ import time
 from datetime import timedelta
 
 from bench._db import empty_tables, use_bench_database
+from bench.shipping import UNPRICED_ORDER
 
 DATABASE = use_bench_database()
 
@@ -55,11 +56,13 @@ def build(orders: int, skus: int) -> None:
             idempotency_scope="email:bench@example.com",
             request_fingerprint="-",
             expires_at=now - timedelta(minutes=1),
+            **UNPRICED_ORDER,
         )
         for n in range(orders)
     )
     lines = OrderLine.objects.bulk_create(
-        OrderLine(order=o, product=rng.choice(products), quantity=rng.randint(1, 3), unit_price=1) for o in order_rows
+        OrderLine(order=o, product=rng.choice(products), quantity=(q := rng.randint(1, 3)), unit_price=1, line_total=q)
+        for o in order_rows
     )
     reservations = Reservation.objects.bulk_create(
         Reservation(order_line=line, product_id=line.product_id, quantity=line.quantity, expires_at=now)

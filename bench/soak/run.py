@@ -45,7 +45,8 @@ def catalog(args: argparse.Namespace) -> tuple[dict[str, list[str]], int]:
     }
     for temperature, names in skus.items():
         for sku in names:
-            Product.objects.create(sku=sku, name=f"Soak {sku}", price=rng.randint(1, 50))
+            # Not shipped: the soak's traffic drives the stock engine, not the checkout's addresses.
+            Product.objects.create(sku=sku, name=f"Soak {sku}", price=rng.randint(1, 50), requires_shipping=False)
             stock_restock(sku=sku, quantity=STOCK_START[temperature], reason="soak: opening stock", actor=staff)
     return skus, staff.pk
 
