@@ -13,6 +13,7 @@ from django.db import OperationalError
 from inventory.errors import LockTimeout, LockUnavailable
 from inventory.selectors import stock_books
 from orders.models import Order, PaymentEvent
+from orders.payments.local import local_webhook_secret
 from orders.payments.stripe import webhook_sign
 from orders.selectors import order_list_deleted_holding_stock, order_list_stuck_holding_stock
 from orders.services import (
@@ -107,7 +108,7 @@ def local_webhook_send(event: dict, url: str) -> int:
         method="POST",
         headers={
             "Content-Type": "application/json",
-            "Stripe-Signature": webhook_sign(payload, secret=settings.STRIPE_WEBHOOK_SECRET),
+            "Stripe-Signature": webhook_sign(payload, secret=local_webhook_secret()),
         },
     )
     with urllib.request.urlopen(request, timeout=10) as response:

@@ -16,7 +16,7 @@ from inventory.locks import soldout
 from inventory.models import Stock, StockMovement
 from inventory.services import stock_restock
 from orders.models import Order, Payment, PaymentEvent
-from orders.payments.local import LOCAL_OUTCOMES, LOCAL_WEBHOOK_SEND, LocalProvider, local_event
+from orders.payments.local import LOCAL_OUTCOMES, LOCAL_WEBHOOK_SEND, LocalProvider, local_event, local_webhook_secret
 from orders.payments.stripe import webhook_sign
 from orders.services import order_pay, payment_event_process, payment_event_receive
 from shipping.models import ShippingMethod, ShippingZone
@@ -151,7 +151,7 @@ def local_webhooks(monkeypatch) -> list[int]:
 
     def send_now(provider, event_type: str, *, payment) -> None:
         payload = json.dumps(local_event(event_type, payment=payment)).encode()
-        signature = webhook_sign(payload, secret=settings.STRIPE_WEBHOOK_SECRET)
+        signature = webhook_sign(payload, secret=local_webhook_secret())
         response = Client().post(
             "/payments/local/webhook/", payload, content_type="application/json", HTTP_STRIPE_SIGNATURE=signature
         )

@@ -2,8 +2,9 @@
 
 Its checkout page (``orders.webhooks.local_checkout``) lets the buyer pay or decline; either way it
 sends the webhook for the outcome to its own endpoint, from a Celery task, so the outcome arrives late,
-as a real provider's does. Its events are Stripe's, signed as Stripe signs them with
-``STRIPE_WEBHOOK_SECRET``, so it exercises the same paths a Stripe shop runs.
+as a real provider's does. Its events are Stripe's, signed as Stripe signs them, so it exercises the
+same paths a Stripe shop runs; the key is its own (``local_webhook_secret``), so Stripe's endpoint
+never takes a local event for Stripe's, nor the local endpoint a Stripe event.
 """
 
 import hashlib
@@ -43,7 +44,7 @@ class LocalProvider:
         self.webhook_send("charge.refunded", payment=payment)
 
     def webhook_verify(self, payload: bytes, headers) -> dict:
-        return webhook_event_verify(payload, headers.get("Stripe-Signature", ""))
+        return webhook_event_verify(payload, headers.get("Stripe-Signature", ""), secret=local_webhook_secret())
 
     def event_outcome(self, event: dict) -> PaymentOutcome | None:
         return event_outcome(event)
@@ -54,6 +55,13 @@ class LocalProvider:
         current_app.send_task(
             LOCAL_WEBHOOK_SEND, args=[local_event(event_type, payment=payment), settings.LOCAL_PAYMENTS_WEBHOOK_URL]
         )
+
+
+def local_webhook_secret() -> str:
+    """The key the local provider signs its webhooks with: derived from ``STRIPE_WEBHOOK_SECRET``, and
+    never equal to it."""
+    key = hmac.new(settings.STRIPE_WEBHOOK_SECRET.encode(), b"local payment provider", hashlib.sha256)
+    return f"whsec_local_{key.hexdigest()}"
 
 
 def local_event(event_type: str, *, payment) -> dict:

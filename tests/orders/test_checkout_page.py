@@ -8,7 +8,7 @@ from django.test import Client
 
 from inventory.errors import LockTimeout
 from orders.models import Order
-from tests.conftest import ADDRESS_DE, assert_books_balance, stock_of
+from tests.conftest import ADDRESS_DE, assert_books_balance, pay, stock_of
 from tests.orders.test_pages import add_to_cart, form_key, placed_then
 
 pytestmark = pytest.mark.django_db
@@ -200,3 +200,18 @@ def test_staff_see_an_orders_addresses_method_and_totals(client, lamp, shipping_
     assert "Erika Mustermann" in page and "10115 Berlin" in page and "Germany" in page
     assert "€34.90" in page and "€5.57" in page and "Standard" in page
     assert "Germany, France" in zones
+
+
+def test_a_paid_order_says_when_in_one_sentence_and_every_amount_with_its_currency(client, lamp, shipping_rules):
+    add_to_cart(client, "LAMP", 1)
+    submit(
+        client, key=page_key(client), email="ann@example.com", billing_same="on",
+        shipping_method=shipping_rules["standard"].pk, **address_fields(ADDRESS_DE),
+    )  # fmt: skip
+    order = pay(Order.objects.get())
+
+    page = client.get(f"/orders/{order.number}/").content.decode()
+    mine = client.get("/orders/").content.decode()
+
+    assert "Paid: " in page and ".." not in page  # "Paid on ... p.m.." no more
+    assert "€30.00" in page and "€34.90" in page and "€34.90" in mine

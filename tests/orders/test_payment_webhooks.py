@@ -17,7 +17,7 @@ from django.core.management import call_command
 
 from inventory.models import Reservation, StockMovement
 from orders.models import Order, Payment, PaymentEvent
-from orders.payments.local import local_event
+from orders.payments.local import local_event, local_webhook_secret
 from orders.payments.stripe import webhook_sign
 from orders.services import order_pay, order_place, order_refund
 from tests.conftest import assert_books_balance, pay, stock_of
@@ -60,7 +60,7 @@ def post(url: str, payload: bytes, signature: str | None) -> int:
 
 def signed(event: dict, **sign) -> tuple[bytes, str]:
     payload = json.dumps(event).encode()
-    return payload, webhook_sign(payload, secret=sign.pop("secret", settings.STRIPE_WEBHOOK_SECRET), **sign)
+    return payload, webhook_sign(payload, secret=sign.pop("secret", local_webhook_secret()), **sign)
 
 
 def started(make_product, quantity=2):
@@ -97,13 +97,15 @@ def test_a_failure_fails_the_order_and_the_worker_releases_its_stock(make_produc
 
 @pytest.mark.parametrize(
     "forgery",
-    ["wrong-secret", "stale", "no-signature", "tampered-body", "not-json"],
+    ["wrong-secret", "stripes-secret", "stale", "no-signature", "tampered-body", "not-json"],
 )
 def test_a_forged_or_stale_webhook_is_refused_and_changes_nothing(make_product, webhook_url, forgery):
     mug, order, payment = started(make_product)
     payload, signature = signed(local_event("checkout.session.completed", payment=payment))
     if forgery == "wrong-secret":
         payload, signature = signed(json.loads(payload), secret="whsec_someone_else")
+    elif forgery == "stripes-secret":  # Stripe's key signs Stripe's events, never the local provider's
+        payload, signature = signed(json.loads(payload), secret=settings.STRIPE_WEBHOOK_SECRET)
     elif forgery == "stale":  # a replay of a genuine delivery, past the library's five minutes
         payload, signature = signed(json.loads(payload), timestamp=int(time.time()) - 600)
     elif forgery == "no-signature":
@@ -112,7 +114,7 @@ def test_a_forged_or_stale_webhook_is_refused_and_changes_nothing(make_product, 
         payload = payload.replace(b"paid", b"PAID")
     else:
         payload = b"{not json"
-        signature = webhook_sign(payload, secret=settings.STRIPE_WEBHOOK_SECRET)
+        signature = webhook_sign(payload, secret=local_webhook_secret())
 
     assert post(webhook_url, payload, signature) == 400
 
@@ -135,3 +137,18 @@ def test_a_staff_refund_with_restock_shows_in_the_ledger_and_reconcile_stays_cle
     call_command("reconcile", stdout=out)  # raises CommandError if the books do not balance
     assert "0 drifted, 0 final order(s) holding stock" in out.getvalue(), out.getvalue()
     assert_books_balance(mug)
+
+
+def test_a_local_event_sent_to_stripes_endpoint_is_refused_so_no_event_is_filed_under_the_wrong_provider(
+    make_product, client
+):
+    _, order, payment = started(make_product)
+    payload, signature = signed(local_event("checkout.session.completed", payment=payment))
+
+    stripe = client.post("/payments/stripe/webhook/", payload, content_type="application/json",
+                         HTTP_STRIPE_SIGNATURE=signature)  # fmt: skip
+    local = client.post("/payments/local/webhook/", payload, content_type="application/json",
+                        HTTP_STRIPE_SIGNATURE=signature)  # fmt: skip
+
+    assert (stripe.status_code, local.status_code) == (400, 200)
+    assert list(PaymentEvent.objects.values_list("provider", flat=True)) == ["local"]
