@@ -280,16 +280,6 @@ class OrderCollectionApi(generics.ListAPIView):
         return Response(OrderOutputSerializer(order).data, status=status.HTTP_201_CREATED)
 
 
-class QuoteLineOutputSerializer(serializers.Serializer):
-    sku = serializers.CharField()
-    name = serializers.CharField()
-    quantity = serializers.IntegerField()
-    unit_price = _money()
-    line_total = _money()
-    tax_rate = _rate()
-    tax = _money()
-
-
 class QuoteOutputSerializer(serializers.Serializer):
     shipping_methods = ShippingMethodOutputSerializer(many=True, help_text="The methods that go, cheapest first.")
     shipping_method = serializers.IntegerField(
@@ -301,7 +291,7 @@ class QuoteOutputSerializer(serializers.Serializer):
     shipping_price = _money()
     tax = _money()
     total = _money()
-    lines = QuoteLineOutputSerializer(many=True)
+    lines = OrderLineOutputSerializer(many=True)
 
 
 class CheckoutQuoteApi(APIView):
@@ -353,8 +343,7 @@ class CheckoutQuoteApi(APIView):
                     "total": price.total,
                     "lines": [
                         {
-                            "sku": product_sku,
-                            "name": product.name,
+                            "product": {"sku": product_sku, "name": product.name},
                             "quantity": quantity,
                             "unit_price": product.price,
                             "line_total": priced.line_total,

@@ -6,6 +6,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import sync_playwright
 
+from tests.processes import process_env
+from tests.test_celery_worker import celery, forget_every_task
+
 # Playwright's sync API runs an event loop in this thread; the ORM calls our tests make are still synchronous.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
@@ -45,3 +48,13 @@ def screenshot(page, name: str) -> None:
     """A full-page screenshot in artifacts/screenshots/ (git-ignored) for a person to look at."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+@pytest.fixture
+def payments_worker(live_server, settings, tmp_path):
+    """A real Celery worker: it sends the local provider's webhooks to the live server and applies them."""
+    settings.LOCAL_PAYMENTS_WEBHOOK_URL = f"{live_server.url}/payments/local/webhook/"
+    forget_every_task()
+    with celery("worker", process_env(), tmp_path / "worker.log", "--concurrency=2"):
+        yield
+    forget_every_task()

@@ -10,8 +10,7 @@ from orders.models import Order
 from orders.services import order_place
 from tests.browser.conftest import screenshot
 from tests.conftest import assert_books_balance, stock_of
-from tests.processes import process_env, wait_for
-from tests.test_celery_worker import celery, forget_every_task
+from tests.processes import wait_for
 
 
 @pytest.fixture
@@ -39,16 +38,6 @@ def check_out(page, *, sku="MUG", name="Logo mug", quantity="2"):
     page.get_by_label("Email").fill("ann@example.com")
 
 
-@pytest.fixture
-def payments_worker(live_server, settings, tmp_path):
-    """A real Celery worker: it sends the local provider's webhooks to the live server and applies them."""
-    settings.LOCAL_PAYMENTS_WEBHOOK_URL = f"{live_server.url}/payments/local/webhook/"
-    forget_every_task()
-    with celery("worker", process_env(), tmp_path / "worker.log", "--concurrency=2"):
-        yield
-    forget_every_task()
-
-
 def test_browse_add_to_cart_check_out_see_the_countdown_and_pay(page, catalog, payments_worker):
     page.goto("/")
     expect(page.get_by_text("5 available")).to_be_visible()
@@ -66,7 +55,7 @@ def test_browse_add_to_cart_check_out_see_the_countdown_and_pay(page, catalog, p
     assert stock_of(catalog["MUG"]).reserved == 2
 
     page.get_by_test_id("pay").click()  # to the provider's page
-    expect(page.get_by_test_id("amount")).to_have_text("25.00")
+    expect(page.get_by_test_id("amount")).to_have_text("€25.00")
     page.get_by_role("link", name="Back to the order").click()
     expect(page.get_by_test_id("payment-processing")).to_be_visible()  # the shop waits for the provider
     screenshot(page, "payment-processing")

@@ -32,6 +32,14 @@ def page_key(client) -> str:
     return form_key(client.get("/checkout/").content.decode())
 
 
+def place_to_germany(client, shipping_rules):
+    """Submit the checkout page of the cart as a guest, shipped to Germany by Standard."""
+    return submit(
+        client, key=page_key(client), email="ann@example.com", billing_same="on",
+        shipping_method=shipping_rules["standard"].pk, **address_fields(ADDRESS_DE),
+    )  # fmt: skip
+
+
 def test_the_page_asks_where_to_ship_then_offers_the_methods_and_prices_them(client, lamp, shipping_rules):
     add_to_cart(client, "LAMP", 1)
     first = client.get("/checkout/").content.decode()
@@ -171,10 +179,7 @@ def test_an_unknown_outcome_keeps_the_whole_form_and_the_second_click_places_one
 
 def test_after_a_declined_payment_the_order_goes_back_to_the_cart(client, lamp, shipping_rules):
     add_to_cart(client, "LAMP", 3)
-    submit(
-        client, key=page_key(client), email="ann@example.com", billing_same="on",
-        shipping_method=shipping_rules["standard"].pk, **address_fields(ADDRESS_DE),
-    )  # fmt: skip
+    place_to_germany(client, shipping_rules)
     order = Order.objects.get()
     assert "cart" not in client.session
 
@@ -186,10 +191,7 @@ def test_after_a_declined_payment_the_order_goes_back_to_the_cart(client, lamp, 
 
 def test_staff_see_an_orders_addresses_method_and_totals(client, lamp, shipping_rules, shop_staff):
     add_to_cart(client, "LAMP", 1)
-    submit(
-        client, key=page_key(client), email="ann@example.com", billing_same="on",
-        shipping_method=shipping_rules["standard"].pk, **address_fields(ADDRESS_DE),
-    )  # fmt: skip
+    place_to_germany(client, shipping_rules)
     order = Order.objects.get()
     staff_admin = Client()
     staff_admin.force_login(shop_staff)
@@ -204,10 +206,7 @@ def test_staff_see_an_orders_addresses_method_and_totals(client, lamp, shipping_
 
 def test_a_paid_order_says_when_in_one_sentence_and_every_amount_with_its_currency(client, lamp, shipping_rules):
     add_to_cart(client, "LAMP", 1)
-    submit(
-        client, key=page_key(client), email="ann@example.com", billing_same="on",
-        shipping_method=shipping_rules["standard"].pk, **address_fields(ADDRESS_DE),
-    )  # fmt: skip
+    place_to_germany(client, shipping_rules)
     order = pay(Order.objects.get())
 
     page = client.get(f"/orders/{order.number}/").content.decode()

@@ -22,6 +22,16 @@
       form.addEventListener("submit", function (event) {
         if (form.dataset.submitted) { event.preventDefault(); return; }
         form.dataset.submitted = "1";
+        // A disabled button is not sent: the one pressed ("Update totals" or "Place order") travels
+        // as a hidden field instead, so the server still knows which it was.
+        var pressed = event.submitter;
+        if (pressed && pressed.name) {
+          var kept = document.createElement("input");
+          kept.type = "hidden";
+          kept.name = pressed.name;
+          kept.value = pressed.value;
+          form.appendChild(kept);
+        }
         form.querySelectorAll("button").forEach(function (button) { button.disabled = true; });
       });
     });
