@@ -8,7 +8,7 @@ from django.test import Client
 
 from inventory.errors import LockTimeout
 from orders.models import Order
-from tests.conftest import ADDRESS_DE, assert_books_balance, pay, stock_of
+from tests.conftest import ADDRESS_DE, ADDRESS_US, assert_books_balance, pay, stock_of
 from tests.orders.test_pages import add_to_cart, form_key, placed_then
 
 pytestmark = pytest.mark.django_db
@@ -214,3 +214,22 @@ def test_a_paid_order_says_when_in_one_sentence_and_every_amount_with_its_curren
 
     assert "Paid: " in page and ".." not in page  # "Paid on ... p.m.." no more
     assert "€30.00" in page and "€34.90" in page and "€34.90" in mine
+
+
+def test_a_returning_customer_whose_country_is_no_longer_served_is_told_not_failed(
+    client, lamp, shipping_rules, customer
+):
+    customer.email = "alice@example.com"
+    customer.save()
+    client.force_login(customer)
+    add_to_cart(client, "LAMP", 1)
+    submit(
+        client, key=page_key(client), shipping_method=shipping_rules["overseas"].pk, billing_same="on",
+        **address_fields(ADDRESS_US),
+    )  # fmt: skip
+    shipping_rules["overseas"].zone.delete()  # staff stop shipping to the US
+
+    add_to_cart(client, "LAMP", 1)
+    page = client.get("/checkout/")
+
+    assert page.status_code == 200 and "We do not ship to United States of America." in page.content.decode()

@@ -9,6 +9,7 @@ import json
 import secrets
 import threading
 from datetime import timedelta
+from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
@@ -19,7 +20,8 @@ from core.errors import DomainError
 from orders.models import Order, Payment, PaymentEvent
 from orders.payments.stripe import webhook_sign
 from orders.services import order_cancel, order_pay, order_place, order_refund, payment_event_process
-from tests.conftest import assert_books_balance, stock_of
+from shipping.models import ShippingMethod
+from tests.conftest import ADDRESS_DE, assert_books_balance, stock_of
 
 pytestmark = pytest.mark.django_db
 
@@ -162,6 +164,29 @@ def test_amounts_go_to_stripe_in_the_minor_unit_stripe_defines_for_the_currency(
     [request] = stripe_api.requests
     assert request["body"]["line_items[0][price_data][unit_amount]"] == [sent]
     assert request["body"]["line_items[0][price_data][currency]"] == [currency.lower()]
+
+
+@pytest.mark.parametrize(
+    ("currency", "price", "shipping", "sent"),
+    [("JPY", "1080", "500", "3740"), ("EUR", "10.80", "5.00", "3740")],  # 3 x price + shipping
+)
+def test_stripe_is_asked_for_the_stored_total_with_shipping_in_the_currencys_minor_unit(
+    make_product, shipping_rules, stripe_api, settings, currency, price, shipping, sent
+):
+    settings.SHOP_CURRENCY = currency
+    zone = shipping_rules["standard"].zone
+    post = ShippingMethod.objects.create(zone=zone, name="Post", price=Decimal(shipping))
+    make_product(sku="TEA", stock=5, price=price, requires_shipping=True)
+    order = order_place(
+        email="ann@example.com", items=[{"sku": "TEA", "quantity": 3}], idempotency_key="k",
+        shipping_address=ADDRESS_DE, shipping_method=post.pk,
+    )  # fmt: skip
+
+    payment = order_pay(order=order, return_url="https://shop.example.com/")
+
+    [request] = stripe_api.requests
+    assert request["body"]["line_items[0][price_data][unit_amount]"] == [sent]  # yen as yen, euros as cents
+    assert payment.amount == order.total and order.tax > 0  # the stored total, VAT inside it
 
 
 def test_an_amount_the_currency_cannot_express_is_refused_before_stripe_is_asked(make_product, stripe_api, settings):
