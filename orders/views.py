@@ -130,9 +130,8 @@ def checkout(request):
         billing_form = None if billing_same else AddressForm(data, prefix="billing")
     quote, quote_error = _checkout_quote(lines, shipping_form, CheckoutForm(data).method_chosen())
     form = CheckoutForm(data, offers=quote.shipping_offers if quote else ())
-    if quote_error is not None and shipping_form is not None and shipping_form.is_bound and (
-        quote_error.code == "shipping_unavailable"
-    ):
+    unavailable = quote_error is not None and quote_error.code == "shipping_unavailable"
+    if unavailable and shipping_form is not None and shipping_form.is_bound:
         shipping_form.add_error("country", quote_error.detail)  # beside the field the buyer chose
     elif quote_error is not None:
         messages.error(request, quote_error.explain())
