@@ -109,6 +109,11 @@ class OrderLineInline(ReadOnlyAdminMixin, admin.TabularInline):
         )
 
 
+def _address_html(lines: list[str]) -> str:
+    """An address's lines, one per row, escaped; "-" for none."""
+    return format_html_join(mark_safe("<br>"), "{}", ((line,) for line in lines)) or "-"
+
+
 @admin.register(Order)
 class OrderAdmin(SoftDeleteAdmin):
     list_display = ["number", "buyer_name", "status", "total_shown", "created_at", "deleted"]
@@ -217,11 +222,11 @@ class OrderAdmin(SoftDeleteAdmin):
 
     @admin.display(description="shipping address")
     def shipping_address_shown(self, order):
-        return format_html_join(mark_safe("<br>"), "{}", ((line,) for line in order.shipping_address_lines)) or "-"
+        return _address_html(order.shipping_address_lines)
 
     @admin.display(description="billing address")
     def billing_address_shown(self, order):
-        return format_html_join(mark_safe("<br>"), "{}", ((line,) for line in order.billing_address_lines)) or "-"
+        return _address_html(order.billing_address_lines)
 
     @admin.display(description="deleted", boolean=True, ordering="is_deleted")
     def deleted(self, order):

@@ -112,8 +112,9 @@ def order_price(
     country. Refusals are raised: a missing address or method, a country or method that does not ship.
     """
     currency, included = settings.SHOP_CURRENCY, settings.PRICES_INCLUDE_TAX
-    country = shipping_country if order_ships(product for product, _ in lines) else None
-    if country is None and order_ships(product for product, _ in lines):
+    ships = order_ships(product for product, _ in lines)
+    country = shipping_country if ships else None
+    if ships and country is None:
         raise InvalidInput(fields={"shipping_address": "These goods are shipped: give a shipping address."})
     tax_country = country or billing_country or settings.SHOP_COUNTRY
     priced = []
