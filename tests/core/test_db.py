@@ -6,13 +6,15 @@ from datetime import timedelta
 import pytest
 from django.core.exceptions import FieldDoesNotExist
 from django.db import IntegrityError, connection, transaction
+from django.db.models.signals import post_init
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from core.checks import database_returns_inserted_ids
-from core.db import MissingColumns, bulk_insert, insert_returning, statements_run
+from core.db import MissingColumns, bulk_insert, from_row, insert_returning, statements_run
 from inventory.models import Stock
 from orders.models import Order
+from shipping.models import ShippingZone
 from shop.models import Product
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -120,3 +122,50 @@ def test_a_row_naming_no_column_is_refused_before_any_sql():
         bulk_insert(Order, [_order_row("k") | {"customer": None}])  # the attname is customer_id
 
     assert len(queries) == 0
+
+
+def _fields(instance) -> dict:
+    return {field.attname: getattr(instance, field.attname) for field in type(instance)._meta.concrete_fields}
+
+
+def test_an_instance_from_a_row_is_the_one_the_database_loads():
+    [stored] = bulk_insert(Order, [_order_row("from-row") | {"shipping_address": {"country": "DE"}}])
+
+    built, loaded = from_row(Order, stored), Order.all_objects.get(pk=stored["id"])
+
+    assert _fields(built) == _fields(loaded)
+    assert (built._state.adding, built._state.db) == (False, loaded._state.db)
+    built.email = "changed@example.com"
+    built.save(update_fields=["email"])  # a saved row: an UPDATE, not a second INSERT
+    assert Order.all_objects.get(pk=stored["id"]).email == "changed@example.com"
+
+
+def test_fields_a_row_lacks_are_deferred_as_from_db_leaves_them():
+    product = Product.objects.create(sku="ROW-1", name="Row", price=3)
+
+    built = from_row(Product, {"id": product.pk, "sku": "ROW-1", "name": "Row"})
+
+    assert built.get_deferred_fields() == {f.attname for f in Product._meta.concrete_fields} - {"id", "sku", "name"}
+    assert built.price == 3  # read on first use, as any deferred field
+
+
+def test_init_signal_receivers_still_see_instances_built_from_rows():
+    seen = []
+
+    def receiver(sender, instance, **kwargs):
+        seen.append(instance)
+
+    post_init.connect(receiver, sender=Product)
+    try:
+        built = from_row(Product, {"id": 1, "sku": "SIG-1", "name": "Signal"})
+    finally:
+        post_init.disconnect(receiver, sender=Product)
+    assert seen == [built]
+
+
+def test_a_field_that_converts_what_is_set_gets_the_value_converted():
+    zone = ShippingZone.objects.create(name="Row zone", countries=["DE", "FR"])
+
+    built = from_row(ShippingZone, {"id": zone.pk, "name": "Row zone", "countries": "DE,FR"})
+
+    assert [country.code for country in built.countries] == ["DE", "FR"]
