@@ -323,13 +323,11 @@ def _order_place_one(request: _PlaceRequest, batch: "_OrderBatch") -> _Placed:
         products,
         held=lambda product_id: batch.units_held(request.buyer, product_id),
     )
-    price = order_price(
-        [(products[line.sku], line.quantity) for line in request.lines],
+    price = batch.price(
+        tuple((products[line.sku], line.quantity) for line in request.lines),
         shipping_country=_country(request.shipping_address),
         billing_country=_country(request.billing_address),
         method_id=request.shipping_method_id,
-        methods=batch.shipping_methods,
-        rates=batch.tax_rates,
     )
     batch.stock.take([Demand(products[line.sku].pk, line.sku, line.quantity) for line in request.lines])
     return batch.order_add(request, products, price)
@@ -377,6 +375,7 @@ class _OrderBatch(Batch):
             ],
         )
         self.tax_rates = tax_rates_from_rows(rates)
+        self._prices: dict[tuple, OrderPrice] = {}
         self.shipping_methods = shipping_methods_from_rows(methods[0]) if ships else []
         self._placed_before = _orders_by_key([pk for (pk,) in keyed])
         self._new_by_key: dict[tuple[str, str], _NewOrder] = {}
@@ -387,6 +386,21 @@ class _OrderBatch(Batch):
         limited = {product.pk for product in self.products.values() if product.max_per_customer is not None}
         self._held = order_units_held(buyers={r.buyer for r in requests}, product_ids=limited)
         self.now = db_now()
+
+    def price(self, lines: tuple, *, shipping_country, billing_country, method_id) -> OrderPrice:
+        """``order_price`` at the batch's rates and methods. A hot SKU's batch is many alike orders, so each
+        distinct set of arguments is priced once (the function is pure, and ``OrderPrice`` immutable)."""
+        key = (lines, shipping_country, billing_country, method_id)
+        if (price := self._prices.get(key)) is None:
+            price = self._prices[key] = order_price(
+                list(lines),
+                shipping_country=shipping_country,
+                billing_country=billing_country,
+                method_id=method_id,
+                methods=self.shipping_methods,
+                rates=self.tax_rates,
+            )
+        return price
 
     def product_ids(self) -> set[int]:
         return {product.pk for product in self.products.values()}

@@ -47,6 +47,7 @@ def test_shipped_orders_in_one_batch_each_get_their_own_address_method_and_total
         {"key": "too-heavy", "quantity": 3, "address": ADDRESS_DE, "method": express},  # 6 kg > 5 kg
         {"key": "no-address", "method": standard},
         {"key": "de-express", "address": ADDRESS_DE, "method": express},
+        {"key": "de-standard-again", "address": ADDRESS_DE, "method": standard},  # alike: priced once, the same
     ]
 
     buyers, out = queue_one_by_one(_buy, jobs)
@@ -58,18 +59,19 @@ def test_shipped_orders_in_one_batch_each_get_their_own_address_method_and_total
         "de-free": ("80.00", "Standard"),
         "us": ("59.00", "Overseas"),
         "de-express": ("49.90", "Express"),
+        "de-standard-again": ("44.90", "Standard"),
     }
     assert (answers["japan"]["code"], answers["japan"]["country"]) == ("shipping_unavailable", "JP")
     assert answers["too-heavy"]["code"] == "shipping_method_unavailable"
     assert answers["too-heavy"]["methods"] == [standard]
     assert answers["no-address"]["code"] == "invalid_input"
-    for key in ("de-standard", "de-free", "us", "de-express"):
+    for key in ("de-standard", "de-free", "us", "de-express", "de-standard-again"):
         order = Order.objects.get(number=answers[key]["number"])
         assert order.total == Decimal(answers[key]["total"])
         assert order.tax == sum(line.tax for line in order.lines.all()) + order.shipping_tax
     assert Order.objects.get(number=answers["us"]["number"]).shipping_address["region"] == "CA"
     assert Order.objects.get(number=answers["de-standard"]["number"]).tax == Decimal("7.17")  # 6.39 + 0.78
-    assert stock_of(hot).reserved == 5  # the refused orders took nothing
+    assert stock_of(hot).reserved == 6  # the refused orders took nothing
     assert_books_balance(hot)
 
 
