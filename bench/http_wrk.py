@@ -38,7 +38,7 @@ from django.core.management import call_command  # noqa: E402
 from knox.models import AuthToken  # noqa: E402
 
 from bench.http_load import THREADS, Server  # noqa: E402
-from bench.reserve import machine_cpu, units_given_and_taken  # noqa: E402
+from bench.reserve import machine_cpu, units_given_and_taken, wait_for_quiet_machine  # noqa: E402
 from bench.shipping import ADDRESS, bench_shipping_method  # noqa: E402
 from inventory.models import Stock  # noqa: E402
 from inventory.products import product_create  # noqa: E402
@@ -228,6 +228,7 @@ def run_wrk(
                 for workload in WORKLOADS:
                     for design in order:
                         say(f"CONN_MAX_AGE={conn_max_age} round {round_ + 1}: {workload.title}, {design.name}")
+                        wait_for_quiet_machine()  # as the matrix's cells: nothing left over from the cell before
                         row, _ = _cell(server, design, workload, stock=AMPLE, seconds=seconds, **common)
                         rows.append(row | {"kind": "ample", "round": round_, "conn_max_age": conn_max_age})
             for design in DESIGNS:

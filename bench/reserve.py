@@ -680,6 +680,8 @@ def wait_for_quiet_machine(*, busy_below: float = 0.3, timeout: float = 60.0) ->
 
 
 def run_matrix(*, workloads, workers, designs, duration, progress=print) -> list[Cell]:
+    """Every cell, each started on a quiet machine: what a cell leaves behind (MariaDB purging the rows
+    a W=64 cell wrote, a killed client's rollback) would otherwise slow the cell after it."""
     reset_database()
     waited, busy = wait_for_quiet_machine()
     progress(f"machine quiet after {waited:.1f} s ({busy:.2f} cores busy)")
@@ -687,6 +689,8 @@ def run_matrix(*, workloads, workers, designs, duration, progress=print) -> list
     for workload_name in workloads:
         for count in workers:
             for design_class in designs:
+                if cells:
+                    wait_for_quiet_machine()
                 cell = run_cell(design_class, WORKLOADS[workload_name], count, duration)
                 progress(
                     f"{workload_name:8} W={count:<3} {cell.design:30} {cell.throughput:8.0f}/s "
