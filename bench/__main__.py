@@ -73,7 +73,8 @@ def our_settings(args) -> list[tuple[str, str]]:
         (
             "Timed phase",
             f"{args.duration} s per cell after {reserve.WARMUP} s of warm-up and one untimed purchase; clients "
-            "that finish first keep buying, uncounted, until all have finished",
+            "that finish first keep buying, uncounted, until all have finished; each cell (and each timed wrk "
+            "cell) starts once the machine's cores are nearly idle",
         ),
         ("Buys", "1 unit per SKU per order; the 3-SKU workload picks 3 of 10 SKUs in random order"),
         (
@@ -635,7 +636,7 @@ def main():
     step("HTTP baselines with wrk")
     wrk_rows = http_wrk.run_wrk(
         seconds=2 if args.quick else 5,
-        rounds=1 if args.quick else 3,
+        rounds=1 if args.quick else 5,
         conn_max_ages=(0,) if args.quick else (0, 60),
         progress=step,
     )
