@@ -26,6 +26,9 @@ class ProductAddForm(forms.ModelForm):
             "price",
             "max_per_customer",
             "sale_starts_at",
+            "sale_price",
+            "sale_price_from",
+            "sale_price_until",
             "requires_shipping",
             "weight_grams",
             "tax_class",
@@ -58,6 +61,14 @@ class ProductAdmin(SoftDeleteAdmin):
             "description": "Empty: no limit per customer; on sale now. Orders before the start are refused.",
         },
     )
+    sale_price_fieldset = (
+        "Sale price",
+        {
+            "fields": ["sale_price", "sale_price_from", "sale_price_until"],
+            "description": "Charged instead of the price from its start (empty: now) until its end (empty: until "
+            "removed), on the database's clock.",
+        },
+    )
 
     shipping_fieldset = (
         "Shipping and tax",
@@ -69,10 +80,16 @@ class ProductAdmin(SoftDeleteAdmin):
 
     def get_fieldsets(self, request, obj=None):
         if obj is None:
-            return [(None, {"fields": self.add_fields}), self.sale_fieldset, self.shipping_fieldset]
+            return [
+                (None, {"fields": self.add_fields}),
+                self.sale_fieldset,
+                self.sale_price_fieldset,
+                self.shipping_fieldset,
+            ]
         return [
             (None, {"fields": ["sku", "name", "description", "price", "is_active"]}),
             self.sale_fieldset,
+            self.sale_price_fieldset,
             self.shipping_fieldset,
             ("Record", {"fields": ["created_at", "updated_at", "is_deleted", "deleted_at"]}),
         ]

@@ -18,7 +18,14 @@ class ProductOutputSerializer(serializers.Serializer):
     sku = serializers.CharField()
     name = serializers.CharField()
     description = serializers.CharField()
-    price = serializers.DecimalField(max_digits=12, decimal_places=2)
+    price = serializers.DecimalField(max_digits=12, decimal_places=2, help_text="The regular price.")
+    price_now = serializers.DecimalField(
+        max_digits=12, decimal_places=2, help_text="What an order placed now is charged: the sale price in its window."
+    )
+    on_sale = serializers.BooleanField(help_text="price_now is the sale price.")
+    sale_price = serializers.DecimalField(max_digits=12, decimal_places=2, allow_null=True)
+    sale_price_from = serializers.DateTimeField(allow_null=True, help_text="Null: from when it was set.")
+    sale_price_until = serializers.DateTimeField(allow_null=True, help_text="Null: until it is removed.")
     on_hand = serializers.IntegerField(source="stock.on_hand", default=0)
     reserved = serializers.IntegerField(source="stock.reserved", default=0)
     available = serializers.IntegerField()
@@ -96,10 +103,15 @@ class ProductDetailApi(APIView):
             required=False, allow_null=True, min_value=1, max_value=settings.MAX_STOCK_QUANTITY
         )
         sale_starts_at = serializers.DateTimeField(required=False, allow_null=True)
+        sale_price = serializers.DecimalField(
+            max_digits=12, decimal_places=2, min_value=0, required=False, allow_null=True, coerce_to_string=False
+        )
+        sale_price_from = serializers.DateTimeField(required=False, allow_null=True)
+        sale_price_until = serializers.DateTimeField(required=False, allow_null=True)
 
         def validate(self, data):
             if not data:
-                raise serializers.ValidationError({"non_field_errors": "Give max_per_customer or sale_starts_at."})
+                raise serializers.ValidationError({"non_field_errors": f"Give one of {', '.join(self.fields)}."})
             return data
 
     def initialize_request(self, request, *args, **kwargs):

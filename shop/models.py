@@ -37,6 +37,13 @@ class Product(BaseModel):
     max_per_customer = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
     # Orders are refused before this time, on the database's clock; empty: on sale now.
     sale_starts_at = models.DateTimeField(null=True, blank=True)
+    # A reduced price in force from sale_price_from (empty: now) until sale_price_until (empty: until it is
+    # removed), on the database's clock: an order is charged the price in force when its batch placed it.
+    sale_price = models.DecimalField(
+        max_digits=12, decimal_places=2, null=True, blank=True, validators=[MinValueValidator(Decimal("0"))]
+    )
+    sale_price_from = models.DateTimeField(null=True, blank=True)
+    sale_price_until = models.DateTimeField(null=True, blank=True)
     # Goods sent by post; a ticket or a gift card is not, and an order of such goods asks for no address.
     requires_shipping = models.BooleanField(default=True)
     weight_grams = models.PositiveIntegerField(null=True, blank=True, help_text="For shipping methods' weight limits.")
@@ -56,6 +63,23 @@ class Product(BaseModel):
             models.CheckConstraint(
                 condition=models.Q(max_per_customer__isnull=True) | models.Q(max_per_customer__gte=1),
                 name="product_max_per_customer_positive",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(sale_price__isnull=True) | models.Q(sale_price__gte=0),
+                name="product_sale_price_non_negative",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(sale_price__isnull=False)
+                | models.Q(sale_price_from__isnull=True, sale_price_until__isnull=True),
+                name="product_sale_window_needs_a_price",
+                violation_error_message="Give the sale price the start and end are for.",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(sale_price_from__isnull=True)
+                | models.Q(sale_price_until__isnull=True)
+                | models.Q(sale_price_until__gt=models.F("sale_price_from")),
+                name="product_sale_window_ends_after_it_starts",
+                violation_error_message="The sale price must end after it starts.",
             ),
         ]
 

@@ -4,7 +4,7 @@ from decimal import Decimal
 from typing import NamedTuple
 
 from django.db import connection
-from django.db.models import BooleanField, ExpressionWrapper, F, Q, QuerySet
+from django.db.models import BooleanField, Case, ExpressionWrapper, F, Q, QuerySet, When
 from django.db.models.functions import Coalesce, Now
 
 from core.db import select_in, select_in_statement
@@ -36,6 +36,21 @@ class ProductForSale(NamedTuple):
     requires_shipping: bool = True
     weight_grams: int | None = None
     tax_class_id: int | None = None
+    sale_price: Decimal | None = None
+    sale_price_from: datetime | None = None
+    sale_price_until: datetime | None = None
+
+
+def price_in_force(product, *, now: datetime) -> Decimal:
+    """What ``product`` costs at ``now``: its sale price inside the sale's window (from its start, before its
+    end), else its price. The one place the rule lives; ``product_list_for_catalog`` says it in SQL."""
+    if product.sale_price is None:
+        return product.price
+    if product.sale_price_from is not None and now < product.sale_price_from:
+        return product.price
+    if product.sale_price_until is not None and now >= product.sale_price_until:
+        return product.price
+    return product.sale_price
 
 
 def product_map_orderable(*, skus: Iterable[str], now: datetime) -> dict[str, OrderableProduct]:
@@ -58,7 +73,7 @@ def product_map_for_sale(*, skus: Iterable[str]) -> dict[str, ProductForSale]:
 
 _FOR_SALE_COLUMNS = (
     "sku, id, price, is_active, is_deleted, max_per_customer, sale_starts_at, name, requires_shipping, "
-    "weight_grams, tax_class_id"
+    "weight_grams, tax_class_id, sale_price, sale_price_from, sale_price_until"
 )
 
 
@@ -71,20 +86,30 @@ def products_for_sale_statement(*, skus: Iterable[str]) -> tuple[str, list]:
 def products_for_sale_from_rows(rows) -> dict[str, ProductForSale]:
     """``product_map_for_sale``'s answer from the rows its statement returned."""
     price = Product._meta.get_field("price")
+
+    def when(value):
+        return None if value is None else connection.ops.convert_datetimefield_value(value, None, connection)
+
     return {
         sku: ProductForSale(
             pk,
             price.to_python(value),
             bool(is_active) and not is_deleted,
             limit,
-            None if starts_at is None else connection.ops.convert_datetimefield_value(starts_at, None, connection),
+            when(starts_at),
             name,
             bool(requires_shipping),
             weight,
             tax_class,
+            None if sale_price is None else price.to_python(sale_price),
+            when(sale_from),
+            when(sale_until),
         )
-        for sku, pk, value, is_active, is_deleted, limit, starts_at, name, requires_shipping, weight, tax_class in rows
-    }
+        for (
+            sku, pk, value, is_active, is_deleted, limit, starts_at, name, requires_shipping, weight, tax_class,
+            sale_price, sale_from, sale_until,
+        ) in rows
+    }  # fmt: skip
 
 
 def products_orderable(
@@ -107,7 +132,7 @@ def products_orderable(
     return {
         sku: OrderableProduct(
             found[sku].pk,
-            found[sku].price,
+            price_in_force(found[sku], now=now),
             found[sku].max_per_customer,
             found[sku].name,
             found[sku].requires_shipping,
@@ -126,13 +151,22 @@ def product_get_for_stock(*, sku: str) -> Product:
         raise UnknownProduct(skus=[sku]) from None
 
 
+# ``price_in_force`` in SQL, on the database's clock.
+_SALE_PRICE_IN_FORCE = (
+    Q(sale_price__isnull=False)
+    & (Q(sale_price_from__isnull=True) | Q(sale_price_from__lte=Now()))
+    & (Q(sale_price_until__isnull=True) | Q(sale_price_until__gt=Now()))
+)
+
+
 def product_list_for_catalog(
     *, sku: str | None = None, search: str | None = None, in_stock: bool | None = None, ordering: str = "sku"
 ) -> QuerySet[Product]:
     """Products for sale with their stock counters, filtered and ordered.
 
-    Annotated: ``available`` units, and ``sale_open``, whether orders are taken now (on the database's
-    clock, as placing an order decides it).
+    Annotated: ``available`` units; ``sale_open``, whether orders are taken now; ``price_now``, the price
+    an order placed now is charged, and ``on_sale``, whether that is the sale price (both on the
+    database's clock, as placing an order decides them).
     """
     products = (
         Product.objects.filter(is_active=True)
@@ -142,6 +176,8 @@ def product_list_for_catalog(
             sale_open=ExpressionWrapper(
                 Q(sale_starts_at__isnull=True) | Q(sale_starts_at__lte=Now()), output_field=BooleanField()
             ),
+            on_sale=ExpressionWrapper(_SALE_PRICE_IN_FORCE, output_field=BooleanField()),
+            price_now=Case(When(_SALE_PRICE_IN_FORCE, then=F("sale_price")), default=F("price")),
         )
     )
     if sku:
@@ -150,7 +186,8 @@ def product_list_for_catalog(
         products = products.filter(name__icontains=search)
     if in_stock is not None:
         products = products.filter(available__gt=0) if in_stock else products.filter(available__lte=0)
-    return products.order_by(ordering, "sku")
+    # By price is by the price an order placed now is charged.
+    return products.order_by(ordering.replace("price", "price_now"), "sku")
 
 
 def product_names(*, skus: Iterable[str]) -> dict[str, str]:

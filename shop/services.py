@@ -1,24 +1,47 @@
 """Changing the catalog: a product's terms of sale."""
 
 from datetime import datetime
+from decimal import Decimal
 
 from django.utils import timezone
 
+from core.errors import InvalidInput
 from shop.models import Product
 
 _UNSET = object()
 
 
-def product_sale_terms_set(*, product: Product, max_per_customer=_UNSET, sale_starts_at=_UNSET) -> Product:
-    """Set a product's limit per customer and sale start (None clears either); what is not given stays.
+def product_sale_terms_set(
+    *,
+    product: Product,
+    max_per_customer=_UNSET,
+    sale_starts_at=_UNSET,
+    sale_price=_UNSET,
+    sale_price_from=_UNSET,
+    sale_price_until=_UNSET,
+) -> Product:
+    """Set a product's limit per customer, sale start and sale price with its window (None clears any);
+    what is not given stays.
 
-    Orders read them under the SKU's lock, so a change applies to every order decided after it.
+    Orders read them under the SKU's lock, so a change applies to every order decided after it. A sale
+    window without a sale price, or one that ends before it starts, is ``InvalidInput``.
     """
-    changes: dict[str, int | datetime | None] = {}
-    if max_per_customer is not _UNSET:
-        changes["max_per_customer"] = max_per_customer
-    if sale_starts_at is not _UNSET:
-        changes["sale_starts_at"] = sale_starts_at
+    given = {
+        "max_per_customer": max_per_customer,
+        "sale_starts_at": sale_starts_at,
+        "sale_price": sale_price,
+        "sale_price_from": sale_price_from,
+        "sale_price_until": sale_price_until,
+    }
+    changes: dict[str, int | Decimal | datetime | None] = {k: v for k, v in given.items() if v is not _UNSET}
+    terms = {
+        name: changes.get(name, getattr(product, name))
+        for name in ("sale_price", "sale_price_from", "sale_price_until")
+    }
+    if terms["sale_price"] is None and (terms["sale_price_from"] or terms["sale_price_until"]):
+        raise InvalidInput(fields={"sale_price": "Give the sale price the start and end are for."})
+    if terms["sale_price_from"] and terms["sale_price_until"] and terms["sale_price_until"] <= terms["sale_price_from"]:
+        raise InvalidInput(fields={"sale_price_until": "The sale price must end after it starts."})
     if changes:
         Product.objects.filter(pk=product.pk).update(**changes, updated_at=timezone.now())
     return Product.objects.get(pk=product.pk)

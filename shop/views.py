@@ -80,7 +80,7 @@ def cart_lines(request) -> list[dict]:
                 request, f"{gone.get(sku, 'An item')} is no longer for sale and was removed from your cart."
             )
         else:
-            lines.append({"product": product, "quantity": quantity, "total": product.price * quantity})
+            lines.append({"product": product, "quantity": quantity, "total": product.price_now * quantity})
     return lines
 
 

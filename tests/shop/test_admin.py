@@ -4,6 +4,8 @@ Transactional tests: adding a product receives its initial stock through the ser
 transaction the admin's own request-wide transaction would break.
 """
 
+from decimal import Decimal
+
 import pytest
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.urls import reverse
@@ -184,3 +186,24 @@ def test_staff_set_a_flash_sales_limit_and_start_in_the_admin(staff_admin, make_
     assert (mug.max_per_customer, mug.sale_starts_at.isoformat()) == (2, "2099-01-01T09:00:00+00:00")
     form["max_per_customer"] = "0"
     assert "Ensure this value is greater than or equal to 1." in staff_admin.post(url, form).content.decode()
+
+
+def test_staff_set_a_sale_price_window_in_the_admin_and_a_bad_one_is_explained(staff_admin, make_product):
+    mug = make_product(sku="MUG", stock=3, price="14.00")
+    url = reverse("admin:shop_product_change", args=[mug.pk])
+    stock_inline = staff_admin.get(url).context["inline_admin_formsets"][0].formset.management_form
+    form = {"name": "Mug", "description": "", "price": "14.00", "is_active": "on", "_save": "Save"}
+    form.update({"sale_price": "9.50", "sale_price_until_0": "2099-01-02", "sale_price_until_1": "09:00:00"})
+    form.update({stock_inline.add_prefix(name): value for name, value in stock_inline.initial.items()})
+
+    assert staff_admin.post(url, form).status_code == 302
+    mug.refresh_from_db()
+    assert (mug.sale_price, mug.sale_price_until.isoformat()) == (Decimal("9.50"), "2099-01-02T09:00:00+00:00")
+
+    form.update({"sale_price_from_0": "2099-01-03", "sale_price_from_1": "09:00:00"})  # starts after it ends
+    answer = staff_admin.post(url, form)
+    assert answer.status_code == 200 and "The sale price must end after it starts." in answer.content.decode()
+    form.update({"sale_price": "", "sale_price_from_0": "", "sale_price_from_1": ""})  # a window with no price
+    assert "Give the sale price the start and end are for." in staff_admin.post(url, form).content.decode()
+    mug.refresh_from_db()
+    assert (mug.sale_price, mug.sale_price_from) == (Decimal("9.50"), None)  # unchanged by the refusals

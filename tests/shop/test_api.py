@@ -26,6 +26,11 @@ def test_the_catalog_lists_products_for_sale_with_their_stock(api_client, catalo
         "name": "Logo mug",
         "description": "",
         "price": "12.50",
+        "price_now": "12.50",
+        "on_sale": False,
+        "sale_price": None,
+        "sale_price_from": None,
+        "sale_price_until": None,
         "on_hand": 10,
         "reserved": 0,
         "available": 10,
@@ -98,14 +103,51 @@ def test_staff_set_the_limit_and_the_sale_start_and_everyone_sees_them(api_clien
     assert api_client.get("/api/products/TEE/").json()["sold_out"] is True
 
 
+def test_staff_put_a_product_on_sale_for_a_window_and_everyone_sees_the_price_in_force(
+    api_client, staff_client, catalog
+):
+    later = {
+        "sale_price": "9.99",
+        "sale_price_from": "2099-01-01T09:00:00Z",
+        "sale_price_until": "2099-01-02T09:00:00Z",
+    }
+    response = staff_client.patch("/api/products/mug/", later, format="json")
+    assert response.status_code == 200
+    shown = api_client.get("/api/products/MUG/").json()
+    assert (shown["price_now"], shown["on_sale"], shown["sale_price"]) == ("12.50", False, "9.99")  # not yet
+
+    staff_client.patch("/api/products/mug/", {"sale_price_from": None}, format="json")  # from now on
+    shown = api_client.get("/api/products/MUG/").json()
+    assert (shown["price"], shown["price_now"], shown["on_sale"]) == ("12.50", "9.99", True)
+    assert shown["sale_price_until"] == "2099-01-02T09:00:00Z"
+    assert [p["price_now"] for p in api_client.get("/api/products/").json()["results"]] == ["22.00", "9.99", "19.00"]
+    staff_client.patch("/api/products/CAP/", {"sale_price": "5.00"}, format="json")  # 22.00 -> 5.00
+    assert skus(api_client.get("/api/products/?ordering=price")) == ["CAP", "MUG", "TEE"]  # by the price in force
+
+    staff_client.patch("/api/products/mug/", {"sale_price": None, "sale_price_until": None}, format="json")
+    assert api_client.get("/api/products/MUG/").json()["price_now"] == "12.50"
+
+
 @pytest.mark.parametrize(
     "body",
-    [{}, {"max_per_customer": 0}, {"max_per_customer": "2"}, {"max_per_customer": 2.5}, {"sale_starts_at": "soon"}],
+    [
+        {},
+        {"max_per_customer": 0},
+        {"max_per_customer": "2"},
+        {"max_per_customer": 2.5},
+        {"sale_starts_at": "soon"},
+        {"sale_price": "-1.00"},
+        {"sale_price": "cheap"},
+        {"sale_price": "1" * 20},
+        {"sale_price_until": "2099-01-01T09:00:00Z"},  # a window with no price
+        {"sale_price": "5", "sale_price_from": "2099-01-02T00:00:00Z", "sale_price_until": "2099-01-01T00:00:00Z"},
+    ],
 )
 def test_bad_sale_terms_are_400_and_change_nothing(staff_client, catalog, body):
     response = staff_client.patch("/api/products/MUG/", body, format="json")
     assert response.status_code == 400 and response.json()["code"] == "invalid_input"
-    assert staff_client.get("/api/products/MUG/").json()["max_per_customer"] is None
+    shown = staff_client.get("/api/products/MUG/").json()
+    assert (shown["max_per_customer"], shown["sale_price"], shown["sale_price_until"]) == (None, None, None)
 
 
 def test_only_staff_with_change_product_edit_sale_terms(api_client, customer_client, staff_user, catalog):
