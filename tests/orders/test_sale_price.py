@@ -3,7 +3,7 @@ database's clock, however orders and batches fall across the sale's end; the pag
 
 import time
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -23,7 +23,7 @@ def _sale(**window) -> ProductForSale:
 
 
 def test_the_sale_price_is_in_force_from_its_start_and_before_its_end():
-    noon = db_now().replace(hour=12, minute=0, second=0, microsecond=0)
+    noon = datetime(2026, 11, 27, 12, tzinfo=UTC)
     window = _sale(sale_price_from=noon, sale_price_until=noon + timedelta(hours=1))
 
     prices = [price_in_force(window, now=noon + timedelta(minutes=m)) for m in (-1, 0, 59, 60, 61)]
