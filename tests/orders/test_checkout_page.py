@@ -137,15 +137,17 @@ def test_goods_that_do_not_ship_ask_for_no_address(client, make_product):
     assert order.shipping_address is None and order.shipping_method_name == "" and order.total == 30
 
 
-def test_a_returning_customer_is_offered_their_last_address(client, lamp, shipping_rules, customer):
+def ordered_once(client, customer, *, method, address: dict) -> None:
+    """``customer`` logged in has ordered a lamp once, to ``address`` by ``method``: a returning customer."""
     customer.email = "alice@example.com"
     customer.save()
     client.force_login(customer)
     add_to_cart(client, "LAMP", 1)
-    submit(
-        client, key=page_key(client), shipping_method=shipping_rules["standard"].pk, billing_same="on",
-        **address_fields(ADDRESS_DE | {"line1": "Lindenweg 7"}),
-    )  # fmt: skip
+    submit(client, key=page_key(client), shipping_method=method.pk, billing_same="on", **address_fields(address))
+
+
+def test_a_returning_customer_is_offered_their_last_address(client, lamp, shipping_rules, customer):
+    ordered_once(client, customer, method=shipping_rules["standard"], address=ADDRESS_DE | {"line1": "Lindenweg 7"})
     assert Order.objects.count() == 1
 
     add_to_cart(client, "LAMP", 1)
@@ -219,14 +221,7 @@ def test_a_paid_order_says_when_in_one_sentence_and_every_amount_with_its_curren
 def test_a_returning_customer_whose_country_is_no_longer_served_is_told_not_failed(
     client, lamp, shipping_rules, customer
 ):
-    customer.email = "alice@example.com"
-    customer.save()
-    client.force_login(customer)
-    add_to_cart(client, "LAMP", 1)
-    submit(
-        client, key=page_key(client), shipping_method=shipping_rules["overseas"].pk, billing_same="on",
-        **address_fields(ADDRESS_US),
-    )  # fmt: skip
+    ordered_once(client, customer, method=shipping_rules["overseas"], address=ADDRESS_US)
     shipping_rules["overseas"].zone.delete()  # staff stop shipping to the US
 
     add_to_cart(client, "LAMP", 1)

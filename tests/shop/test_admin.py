@@ -172,13 +172,19 @@ def test_erasing_takes_unused_deleted_products_and_keeps_those_with_history(admi
     assert Product.objects.filter(sku="CAP").exists()
 
 
-def test_staff_set_a_flash_sales_limit_and_start_in_the_admin(staff_admin, make_product):
-    mug = make_product(sku="MUG", stock=3)
-    url = reverse("admin:shop_product_change", args=[mug.pk])
+def product_change_form(staff_admin, product) -> tuple[str, dict]:
+    """The product's change page and what saving it unchanged posts (its stock inline's management form too)."""
+    url = reverse("admin:shop_product_change", args=[product.pk])
     stock_inline = staff_admin.get(url).context["inline_admin_formsets"][0].formset.management_form
     form = {"name": "Mug", "description": "", "price": "14.00", "is_active": "on", "_save": "Save"}
-    form.update({"max_per_customer": "2", "sale_starts_at_0": "2099-01-01", "sale_starts_at_1": "09:00:00"})
     form.update({stock_inline.add_prefix(name): value for name, value in stock_inline.initial.items()})
+    return url, form
+
+
+def test_staff_set_a_flash_sales_limit_and_start_in_the_admin(staff_admin, make_product):
+    mug = make_product(sku="MUG", stock=3)
+    url, form = product_change_form(staff_admin, mug)
+    form.update({"max_per_customer": "2", "sale_starts_at_0": "2099-01-01", "sale_starts_at_1": "09:00:00"})
 
     assert staff_admin.post(url, form).status_code == 302
 
@@ -190,11 +196,8 @@ def test_staff_set_a_flash_sales_limit_and_start_in_the_admin(staff_admin, make_
 
 def test_staff_set_a_sale_price_window_in_the_admin_and_a_bad_one_is_explained(staff_admin, make_product):
     mug = make_product(sku="MUG", stock=3, price="14.00")
-    url = reverse("admin:shop_product_change", args=[mug.pk])
-    stock_inline = staff_admin.get(url).context["inline_admin_formsets"][0].formset.management_form
-    form = {"name": "Mug", "description": "", "price": "14.00", "is_active": "on", "_save": "Save"}
+    url, form = product_change_form(staff_admin, mug)
     form.update({"sale_price": "9.50", "sale_price_until_0": "2099-01-02", "sale_price_until_1": "09:00:00"})
-    form.update({stock_inline.add_prefix(name): value for name, value in stock_inline.initial.items()})
 
     assert staff_admin.post(url, form).status_code == 302
     mug.refresh_from_db()
