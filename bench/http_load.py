@@ -39,7 +39,7 @@ from knox.models import AuthToken  # noqa: E402
 from bench.reserve import units_given_and_taken  # noqa: E402
 from bench.shipping import ADDRESS, bench_shipping_method  # noqa: E402
 from inventory.models import Stock  # noqa: E402
-from inventory.products import product_create  # noqa: E402
+from inventory.variants import variant_create  # noqa: E402
 from orders.models import Order  # noqa: E402
 
 # Threads per gunicorn worker (gthread): requests waiting on a hot SKU's lock queue up in one batch
@@ -188,12 +188,12 @@ def run_flash_sale(*, users: int = 64, seconds: int = 10, stock: int = 100, thre
 def _run(server: Server, user, token: str, *, label: str, stock: int, users: int, seconds: int) -> dict:
     """Locust buyers on a fresh SKU of ``stock`` units; their answers, and the books read afterwards."""
     sku = f"HTTP-{uuid.uuid4().hex[:8].upper()}"
-    product = product_create(sku=sku, name="HTTP bench", price="1.00", initial_stock=stock)
+    variant = variant_create(sku=sku, name="HTTP bench", price="1.00", initial_stock=stock)
     result = _locust(server.url, sku=sku, token=token, users=users, seconds=seconds)
     time.sleep(3)  # orders still in flight when locust stopped commit before the books are read
-    books = Stock.objects.get(product=product)
-    placed = Order.objects.filter(customer=user, lines__product=product).count()
-    [(given, taken)] = units_given_and_taken([product])
+    books = Stock.objects.get(variant=variant)
+    placed = Order.objects.filter(customer=user, lines__variant=variant).count()
+    [(given, taken)] = units_given_and_taken([variant])
     return result | {
         "label": label,
         "stock": stock,

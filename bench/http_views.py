@@ -37,23 +37,23 @@ from shipping.addresses import address_clean
 from shipping.errors import ShippingMethodUnavailable
 from shipping.models import ShippingMethod
 from shop.errors import UnknownProduct
-from shop.models import Product
+from shop.models import ProductVariant
 from tax.models import TaxRate
 
 # The guarded UPDATE of bench/reserve.py's floor, on the shop's own table.
-GUARDED = "UPDATE inventory_stock SET reserved = reserved + 1 WHERE product_id = %s AND on_hand - reserved >= 1"
+GUARDED = "UPDATE inventory_stock SET reserved = reserved + 1 WHERE variant_id = %s AND on_hand - reserved >= 1"
 
 
-def reserve_guarded(*, product_ids: list[int]) -> bool:
+def reserve_guarded(*, variant_ids: list[int]) -> bool:
     """One unit of each product, all or nothing: one guarded UPDATE each (several: in one transaction)."""
-    if len(product_ids) == 1:
+    if len(variant_ids) == 1:
         with connection.cursor() as cursor:
-            cursor.execute(GUARDED, product_ids)
+            cursor.execute(GUARDED, variant_ids)
             return cursor.rowcount == 1
     try:
         with transaction.atomic(), connection.cursor() as cursor:
-            for product_id in sorted(product_ids):
-                cursor.execute(GUARDED, [product_id])
+            for variant_id in sorted(variant_ids):
+                cursor.execute(GUARDED, [variant_id])
                 if cursor.rowcount != 1:
                     raise _Short
     except _Short:
@@ -65,12 +65,12 @@ class _Short(Exception):
     """A guarded UPDATE matched no row: roll the cart back."""
 
 
-def _product_ids(data) -> list[int]:
-    """The floors' body: ``{"items": [{"product_id": 1, "quantity": 1}, ...]}`` (one unit each)."""
+def _variant_ids(data) -> list[int]:
+    """The floors' body: ``{"items": [{"variant_id": 1, "quantity": 1}, ...]}`` (one unit each)."""
     try:
-        return [int(item["product_id"]) for item in data["items"]]
+        return [int(item["variant_id"]) for item in data["items"]]
     except (KeyError, TypeError, ValueError):
-        raise ParseError("Give items with a product_id each.") from None
+        raise ParseError("Give items with a variant_id each.") from None
 
 
 class FloorApi(APIView):
@@ -80,10 +80,10 @@ class FloorApi(APIView):
         throttle = OrderThrottle(request)
         if not throttle.attempt():
             raise Throttled(wait=throttle.wait())
-        product_ids = _product_ids(request.data)
-        if not reserve_guarded(product_ids=product_ids):
+        variant_ids = _variant_ids(request.data)
+        if not reserve_guarded(variant_ids=variant_ids):
             return Response({"code": "insufficient_stock"}, status=status.HTTP_409_CONFLICT)
-        return Response({"reserved": len(product_ids)}, status=status.HTTP_201_CREATED)
+        return Response({"reserved": len(variant_ids)}, status=status.HTTP_201_CREATED)
 
 
 @csrf_exempt
@@ -91,12 +91,12 @@ class FloorApi(APIView):
 def floor_bare(request):
     """The bare floor: a plain Django view, no authentication, the same guarded UPDATEs."""
     try:
-        product_ids = _product_ids(json.loads(request.body))
+        variant_ids = _variant_ids(json.loads(request.body))
     except (ValueError, ParseError):
         return JsonResponse({"code": "malformed"}, status=400)
-    if not reserve_guarded(product_ids=product_ids):
+    if not reserve_guarded(variant_ids=variant_ids):
         return JsonResponse({"code": "insufficient_stock"}, status=409)
-    return JsonResponse({"reserved": len(product_ids)}, status=201)
+    return JsonResponse({"reserved": len(variant_ids)}, status=201)
 
 
 class PlainOrderOutputSerializer(OrderOutputSerializer):
@@ -128,29 +128,29 @@ def checkout_plain(
         skus = [item["sku"] for item in items]
         raise DuplicateLine(skus=sorted({sku for sku in skus if skus.count(sku) > 1}))
     address = address_clean(shipping_address)
-    products = {product.sku: product for product in Product.objects.filter(sku__in=wanted, is_active=True)}
-    if unknown := sorted(set(wanted) - set(products)):
+    variants = {variant.sku: variant for variant in ProductVariant.objects.filter(sku__in=wanted, is_active=True)}
+    if unknown := sorted(set(wanted) - set(variants)):
         raise UnknownProduct(skus=unknown)
     method = ShippingMethod.objects.select_related("zone").filter(pk=shipping_method, is_active=True).first()
     if method is None or address["country"] not in method.zone.countries:
         raise ShippingMethodUnavailable(country=address["country"], methods=[])
     rates = {rate.tax_class_id: rate.rate for rate in TaxRate.objects.filter(country=address["country"])}
-    totals = _plain_totals(products, wanted, method, rates)
-    quantities = {products[sku].pk: quantity for sku, quantity in wanted.items()}
+    totals = _plain_totals(variants, wanted, method, rates)
+    quantities = {variants[sku].pk: quantity for sku, quantity in wanted.items()}
     scope = f"user:{customer.pk}"
     key_hash = hashlib.sha256(idempotency_key.encode()).hexdigest()
     expires_at = timezone.now() + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
     try:
         with transaction.atomic():
-            stocks = list(Stock.objects.select_for_update().filter(product_id__in=quantities).order_by("pk"))
-            short = [stock for stock in stocks if stock.available < quantities[stock.product_id]]
+            stocks = list(Stock.objects.select_for_update().filter(variant_id__in=quantities).order_by("pk"))
+            short = [stock for stock in stocks if stock.available < quantities[stock.variant_id]]
             if short or len(stocks) != len(quantities):
-                skus = {product.pk: sku for sku, product in products.items()}
+                skus = {variant.pk: sku for sku, variant in variants.items()}
                 raise InsufficientStock(
                     shortages=[
                         {
-                            "sku": skus[stock.product_id],
-                            "requested": quantities[stock.product_id],
+                            "sku": skus[stock.variant_id],
+                            "requested": quantities[stock.variant_id],
                             "available": max(stock.available, 0),
                         }
                         for stock in short
@@ -158,7 +158,7 @@ def checkout_plain(
                 )
             for stock in stocks:
                 Stock.objects.filter(pk=stock.pk).update(
-                    reserved=F("reserved") + quantities[stock.product_id], version=F("version") + 1
+                    reserved=F("reserved") + quantities[stock.variant_id], version=F("version") + 1
                 )
             order = Order.objects.create(
                 customer=customer,
@@ -178,21 +178,21 @@ def checkout_plain(
             lines = OrderLine.objects.bulk_create(
                 OrderLine(
                     order=order,
-                    product=products[sku],
+                    variant=variants[sku],
                     quantity=quantity,
-                    unit_price=products[sku].price,
+                    unit_price=variants[sku].price,
                     **totals["lines"][sku],
                 )
                 for sku, quantity in wanted.items()
             )
             reservations = Reservation.objects.bulk_create(
-                Reservation(order_line=line, product_id=line.product_id, quantity=line.quantity, expires_at=expires_at)
+                Reservation(order_line=line, variant_id=line.variant_id, quantity=line.quantity, expires_at=expires_at)
                 for line in lines
             )
-            by_product = {stock.product_id: stock for stock in stocks}
+            by_variant = {stock.variant_id: stock for stock in stocks}
             StockMovement.objects.bulk_create(
                 StockMovement(
-                    stock=by_product[reservation.product_id],
+                    stock=by_variant[reservation.variant_id],
                     kind=StockMovement.Kind.RESERVE,
                     reserved_delta=reservation.quantity,
                     order=order,
@@ -208,14 +208,14 @@ def checkout_plain(
     return order
 
 
-def _plain_totals(products: dict, wanted: dict, method, rates: dict) -> dict:
+def _plain_totals(variants: dict, wanted: dict, method, rates: dict) -> dict:
     """The order's and each line's figures, by the shop's rounding rule (``orders.pricing.tax_of``)."""
     currency, included = settings.SHOP_CURRENCY, settings.PRICES_INCLUDE_TAX
     lines, subtotal, tax = {}, Decimal(0), Decimal(0)
     for sku, quantity in wanted.items():
-        product = products[sku]
-        rate = rates.get(product.tax_class_id, rates.get(None, Decimal(0)))
-        line_total = product.price * quantity
+        variant = variants[sku]
+        rate = rates.get(variant.tax_class_id, rates.get(None, Decimal(0)))
+        line_total = variant.price * quantity
         line_tax = tax_of(line_total, rate, included=included, currency=currency)
         lines[sku] = {"line_total": line_total, "tax_rate": rate, "tax": line_tax}
         subtotal, tax = subtotal + line_total, tax + line_tax
@@ -249,5 +249,5 @@ class CheckoutPlainApi(APIView):
             shipping_method=data.get("shipping_method"),
             client_address=client_address,
         )
-        prefetch_related_objects([order], "lines__product")
+        prefetch_related_objects([order], "lines__variant")
         return Response(PlainOrderOutputSerializer(order).data, status=status.HTTP_201_CREATED)

@@ -41,7 +41,7 @@ from bench.http_load import THREADS, Server  # noqa: E402
 from bench.reserve import machine_cpu, units_given_and_taken, wait_for_quiet_machine  # noqa: E402
 from bench.shipping import ADDRESS, bench_shipping_method  # noqa: E402
 from inventory.models import Stock  # noqa: E402
-from inventory.products import product_create  # noqa: E402
+from inventory.variants import variant_create  # noqa: E402
 from orders.models import Order  # noqa: E402
 
 SCRIPT = Path(__file__).resolve().parent / "http_wrk.lua"
@@ -61,8 +61,8 @@ class HttpDesign:
 
 OURS = HttpDesign("ours: POST /api/orders/", "/api/orders/", True, "sku", rows=True)
 CHECKOUT = HttpDesign("plain Django checkout", "/bench/checkout/", True, "sku", rows=True)
-DRF_FLOOR = HttpDesign("DRF floor: guarded UPDATE", "/bench/floor/drf/", True, "product_id", rows=False)
-BARE_FLOOR = HttpDesign("bare floor: guarded UPDATE", "/bench/floor/bare/", False, "product_id", rows=False)
+DRF_FLOOR = HttpDesign("DRF floor: guarded UPDATE", "/bench/floor/drf/", True, "variant_id", rows=False)
+BARE_FLOOR = HttpDesign("bare floor: guarded UPDATE", "/bench/floor/bare/", False, "variant_id", rows=False)
 DESIGNS = [OURS, CHECKOUT, DRF_FLOOR, BARE_FLOOR]
 
 
@@ -96,14 +96,14 @@ def _buyer_token() -> tuple[object, str]:
     return user, AuthToken.objects.create(user)[1]
 
 
-def _products(count: int, stock: int) -> list:
+def _variants(count: int, stock: int) -> list:
     tag = uuid.uuid4().hex[:8].upper()
     log = logging.getLogger("inventory.services")
     level = log.level
     log.setLevel(logging.WARNING)  # not a line per restock
     try:
         return [
-            product_create(sku=f"W{tag}-{n:02d}", name="HTTP wrk bench", price="1.00", initial_stock=stock)
+            variant_create(sku=f"W{tag}-{n:02d}", name="HTTP wrk bench", price="1.00", initial_stock=stock)
             for n in range(count)
         ]
     finally:
@@ -111,7 +111,7 @@ def _products(count: int, stock: int) -> list:
 
 
 def _wrk(
-    url: str, *, products, lines: int, line_field: str, token: str, seconds: int, connections: int, extra: str = ""
+    url: str, *, variants, lines: int, line_field: str, token: str, seconds: int, connections: int, extra: str = ""
 ) -> dict:
     """One wrk run against ``url``; what ``bench/http_wrk.lua`` reports, in milliseconds and per second.
     ``extra``: JSON members each cart carries after its items (the address and shipping method)."""
@@ -119,7 +119,7 @@ def _wrk(
         "WRK_EXTRA": extra,
         "WRK_RUN": uuid.uuid4().hex,
         "WRK_TOKEN": token,
-        "WRK_ITEMS": ",".join(f"{product.sku}={product.pk}" for product in products),
+        "WRK_ITEMS": ",".join(f"{variant.sku}={variant.pk}" for variant in variants),
         "WRK_LINES": str(lines),
         "WRK_FIELD": line_field,
     }
@@ -159,10 +159,10 @@ def _wrk(
 
 def _cell(server: Server, design: HttpDesign, workload: Workload, *, stock: int, token: str, **load):
     """One design on fresh SKUs of ``stock`` units each: its row, and the products."""
-    products = _products(workload.skus, stock)
+    variants = _variants(workload.skus, stock)
     result = _wrk(
         server.url + design.path,
-        products=products,
+        variants=variants,
         lines=workload.lines,
         line_field=design.line_field,
         token=token if design.authenticated else "",
@@ -170,16 +170,16 @@ def _cell(server: Server, design: HttpDesign, workload: Workload, *, stock: int,
         **load,
     )
     time.sleep(SETTLE_SECONDS)
-    return result | {"design": design.name, "workload": workload.name, "stock": stock}, products
+    return result | {"design": design.name, "workload": workload.name, "stock": stock}, variants
 
 
-def _books(design: HttpDesign, row: dict, product) -> dict:
+def _books(design: HttpDesign, row: dict, variant) -> dict:
     """After a sell-out of one SKU: units sold beyond its stock, from the 2xx answers and from the rows,
     and whether the books agree (the counter, the reservation rows, the orders)."""
-    [(given, taken)] = units_given_and_taken([product])
-    reserved = Stock.objects.get(product=product).reserved
+    [(given, taken)] = units_given_and_taken([variant])
+    reserved = Stock.objects.get(variant=variant).reserved
     if design.rows:
-        placed = Order.objects.filter(lines__product=product).count()
+        placed = Order.objects.filter(lines__variant=variant).count()
         # Requests in flight when wrk stopped are carried out but never answered: placed >= 2xx.
         agree = placed == taken == reserved and placed >= row["ok"]
     else:
@@ -233,9 +233,9 @@ def run_wrk(
                         rows.append(row | {"kind": "ample", "round": round_, "conn_max_age": conn_max_age})
             for design in DESIGNS:
                 say(f"CONN_MAX_AGE={conn_max_age}: sell-out of {sellout_stock} units, {design.name}")
-                row, [product] = _cell(server, design, HOT, stock=sellout_stock, seconds=sellout_seconds, **common)
+                row, [variant] = _cell(server, design, HOT, stock=sellout_stock, seconds=sellout_seconds, **common)
                 time.sleep(1)  # the books are read once the last requests have committed
-                books = _books(design, row, product)
+                books = _books(design, row, variant)
                 rows.append(row | books | {"kind": "sell-out", "round": 0, "conn_max_age": conn_max_age})
             for row in rows:
                 row.setdefault("workers", server.workers)

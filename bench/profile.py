@@ -30,15 +30,15 @@ def round_trips() -> list[list]:
     """SQL and Redis round trips of one uncontended order, for one SKU and for three."""
     rows, method = [], bench_shipping_method()
     for count in (1, 3):
-        skus = [product.sku for product in shop_rows(count, 1000)]
+        skus = [variant.sku for variant in shop_rows(count, 1000)]
         _place(skus, method=method)  # warm: scripts loaded, connections open
         with CaptureQueriesContext(connection) as queries, redis_round_trips() as redis:
             _place(skus, method=method)
         rows.append([f"order_place, {count} SKU{'s' if count > 1 else ''}", len(queries), _trips(redis)])
-    product = shop_rows(1, 1000)[0]
-    _place([product.sku], method=method)
-    order = product.reservations.get().order_line.order
-    order = type(order).objects.prefetch_related("lines__product").get(pk=order.pk)
+    variant = shop_rows(1, 1000)[0]
+    _place([variant.sku], method=method)
+    order = variant.reservations.get().order_line.order
+    order = type(order).objects.prefetch_related("lines__variant").get(pk=order.pk)
     with CaptureQueriesContext(connection) as queries, redis_round_trips() as redis:
         stock_reserve(order=order, expires_at=order.expires_at)
     rows.append(["stock_reserve, 1 SKU, lines prefetched", len(queries), _trips(redis)])

@@ -52,7 +52,7 @@ from inventory.models import Reservation, Stock, StockMovement  # noqa: E402
 from inventory.services import stock_reserve  # noqa: E402
 from orders.models import Order, OrderLine, new_order_number  # noqa: E402
 from orders.services import order_place  # noqa: E402
-from shop.models import Product  # noqa: E402
+from shop.models import ProductVariant  # noqa: E402
 
 WORKERS = (1, 4, 16, 64)
 
@@ -268,50 +268,50 @@ class PollingLock(Design):
 # --- Ours -------------------------------------------------------------------------------------
 
 
-def shop_rows(count: int, stock: int) -> list[Product]:
+def shop_rows(count: int, stock: int) -> list[ProductVariant]:
     """Fresh products with ``stock`` units each, ledger included (bulk inserts: this is a fixture)."""
     tag = uuid.uuid4().hex[:8].upper()
-    products = Product.objects.bulk_create(
-        Product(sku=f"B{tag}-{n:04d}", name=f"Bench {n}", price=1) for n in range(count)
+    variants = ProductVariant.objects.bulk_create(
+        ProductVariant(sku=f"B{tag}-{n:04d}", name=f"Bench {n}", price=1) for n in range(count)
     )
-    stocks = Stock.objects.bulk_create(Stock(product=p, on_hand=stock) for p in products)
+    stocks = Stock.objects.bulk_create(Stock(variant=p, on_hand=stock) for p in variants)
     StockMovement.objects.bulk_create(
         StockMovement(stock=s, kind=StockMovement.Kind.RESTOCK, on_hand_delta=stock, reason="bench") for s in stocks
     )
-    return products
+    return variants
 
 
-def units_given_and_taken(products) -> list[tuple[int, int]]:
+def units_given_and_taken(variants) -> list[tuple[int, int]]:
     """Per product: units given (restock and adjustment ledger rows) and taken (active and committed
     reservation rows). Neither is the ``Stock`` counter, which the CHECK ``reserved <= on_hand`` bounds
     whatever happened."""
     given = dict(
         StockMovement.objects.filter(
-            stock__product__in=products, kind__in=[StockMovement.Kind.RESTOCK, StockMovement.Kind.ADJUST]
+            stock__variant__in=variants, kind__in=[StockMovement.Kind.RESTOCK, StockMovement.Kind.ADJUST]
         )
-        .values("stock__product_id")
+        .values("stock__variant_id")
         .annotate(units=Sum("on_hand_delta"))
-        .values_list("stock__product_id", "units")
+        .values_list("stock__variant_id", "units")
     )
     taken = dict(
         Reservation.objects.filter(
-            product__in=products, state__in=[Reservation.State.ACTIVE, Reservation.State.COMMITTED]
+            variant__in=variants, state__in=[Reservation.State.ACTIVE, Reservation.State.COMMITTED]
         )
-        .values("product_id")
+        .values("variant_id")
         .annotate(units=Sum("quantity"))
-        .values_list("product_id", "units")
+        .values_list("variant_id", "units")
     )
-    return [(given.get(p.pk, 0), taken.get(p.pk, 0)) for p in products]
+    return [(given.get(p.pk, 0), taken.get(p.pk, 0)) for p in variants]
 
 
 class ShopDesign(Design):
     """A design on the shop's own tables: oversold units are counted from its reservation and ledger rows."""
 
     def prepare(self, workload, rows, stock):
-        self.products = shop_rows(rows, stock)
+        self.variants = shop_rows(rows, stock)
 
     def rows_count(self):
-        return units_given_and_taken(self.products)
+        return units_given_and_taken(self.variants)
 
 
 class OurDesign(ShopDesign):
@@ -341,12 +341,12 @@ class OurStockReserve(OurDesign):
             for _ in combos
         )
         OrderLine.objects.bulk_create(
-            OrderLine(order=order, product=self.products[i], quantity=1, unit_price=1, line_total=1)
+            OrderLine(order=order, variant=self.variants[i], quantity=1, unit_price=1, line_total=1)
             for order, combo in zip(orders, combos, strict=True)
             for i in combo
         )
         # As a caller that has just created its orders: lines and products at hand, no query per call.
-        prefetch_related_objects(orders, "lines__product")
+        prefetch_related_objects(orders, "lines__variant")
         self.orders = dict(zip(combos, orders, strict=True))
         self.expires = expires
 
@@ -373,7 +373,7 @@ class OurRowsNoLock(OurStockReserve):
         rows = [
             {
                 "order_line_id": line.pk,
-                "product_id": line.product_id,
+                "variant_id": line.variant_id,
                 "quantity": line.quantity,
                 "expires_at": self.expires,
             }
@@ -382,7 +382,7 @@ class OurRowsNoLock(OurStockReserve):
         with transaction.atomic():
             statements, rows = sql.reservations_statements(rows)
             if sql.reserved_add_if_free(
-                quantities={row["product_id"]: 1 for row in rows}, statements=statements
+                quantities={row["variant_id"]: 1 for row in rows}, statements=statements
             ).refused:
                 raise Refused
 
@@ -398,7 +398,7 @@ class OurOrderPlace(OurDesign):
         self.method = bench_shipping_method()
 
     def buy(self, picked):
-        items = [{"sku": self.products[i].sku, "quantity": 1} for i in picked]
+        items = [{"sku": self.variants[i].sku, "quantity": 1} for i in picked]
         try:
             order_place(
                 email="bench@example.com",
@@ -432,7 +432,7 @@ class PlainCheckout(ShopDesign):
         self.method = bench_shipping_method()
 
     def buy(self, picked):
-        items = [{"sku": self.products[i].sku, "quantity": 1} for i in picked]
+        items = [{"sku": self.variants[i].sku, "quantity": 1} for i in picked]
         try:
             self.checkout(
                 customer=self.customer,
@@ -662,7 +662,7 @@ def _cpu_split(cell) -> str:
 
 def reset_database() -> None:
     call_command("migrate", verbosity=0)
-    empty_tables(StockMovement, Reservation, OrderLine, Order, Stock, Product)
+    empty_tables(StockMovement, Reservation, OrderLine, Order, Stock, ProductVariant)
 
 
 def wait_for_quiet_machine(*, busy_below: float = 0.3, timeout: float = 60.0) -> tuple[float, float]:

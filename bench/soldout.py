@@ -55,8 +55,8 @@ class OurOrderRefusal:
 
     def prepare(self) -> None:
         """A SKU whose one unit the first order took (with the marks on, that commit marks it)."""
-        [product] = reserve.shop_rows(1, 1)
-        self.sku = product.sku
+        [variant] = reserve.shop_rows(1, 1)
+        self.sku = variant.sku
         self.client_init()
         self.method = bench_shipping_method()
         self.place(email="first@example.com", idempotency_key=self.sku)

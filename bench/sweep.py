@@ -33,19 +33,19 @@ from inventory.models import Reservation, Stock, StockMovement  # noqa: E402
 from inventory.selectors import stock_books  # noqa: E402
 from orders.models import Order, OrderLine, new_order_number  # noqa: E402
 from orders.services import order_release_expired  # noqa: E402
-from shop.models import Product  # noqa: E402
+from shop.models import ProductVariant  # noqa: E402
 
 
 def build(orders: int, skus: int) -> None:
     """Fresh catalog with ``orders`` overdue orders, books balanced (bulk inserts: this is a fixture)."""
-    empty_tables(StockMovement, Reservation, OrderLine, Order, Stock, Product)
+    empty_tables(StockMovement, Reservation, OrderLine, Order, Stock, ProductVariant)
     rng = random.Random(7)
     now = timezone.now()
-    products = Product.objects.bulk_create(
-        Product(sku=f"BENCH-{n:04d}", name=f"Bench {n}", price=1) for n in range(skus)
+    variants = ProductVariant.objects.bulk_create(
+        ProductVariant(sku=f"BENCH-{n:04d}", name=f"Bench {n}", price=1) for n in range(skus)
     )
     stocks = {
-        p.pk: s for p, s in zip(products, Stock.objects.bulk_create(Stock(product=p) for p in products), strict=True)
+        p.pk: s for p, s in zip(variants, Stock.objects.bulk_create(Stock(variant=p) for p in variants), strict=True)
     }
     order_rows = Order.objects.bulk_create(
         Order(
@@ -61,17 +61,17 @@ def build(orders: int, skus: int) -> None:
         for n in range(orders)
     )
     lines = OrderLine.objects.bulk_create(
-        OrderLine(order=o, product=rng.choice(products), quantity=(q := rng.randint(1, 3)), unit_price=1, line_total=q)
+        OrderLine(order=o, variant=rng.choice(variants), quantity=(q := rng.randint(1, 3)), unit_price=1, line_total=q)
         for o in order_rows
     )
     reservations = Reservation.objects.bulk_create(
-        Reservation(order_line=line, product_id=line.product_id, quantity=line.quantity, expires_at=now)
+        Reservation(order_line=line, variant_id=line.variant_id, quantity=line.quantity, expires_at=now)
         for line in lines
     )
-    movements = [StockMovement(stock=stocks[p.pk], kind="restock", on_hand_delta=10_000) for p in products]
+    movements = [StockMovement(stock=stocks[p.pk], kind="restock", on_hand_delta=10_000) for p in variants]
     movements += [
         StockMovement(
-            stock=stocks[r.product_id],
+            stock=stocks[r.variant_id],
             kind="reserve",
             reserved_delta=r.quantity,
             order_id=r.order_line.order_id,
@@ -81,8 +81,8 @@ def build(orders: int, skus: int) -> None:
     ]
     StockMovement.objects.bulk_create(movements, batch_size=2000)
     held = (
-        Reservation.objects.filter(product=OuterRef("product"))
-        .values("product")
+        Reservation.objects.filter(variant=OuterRef("variant"))
+        .values("variant")
         .annotate(t=Sum("quantity"))
         .values("t")
     )
@@ -111,8 +111,8 @@ def floor() -> tuple[int, int]:
     with transaction.atomic():
         overdue = Order.objects.filter(status="awaiting_payment", expires_at__lte=timezone.now())
         ids = list(overdue.values_list("pk", flat=True))
-        per_product = Reservation.objects.filter(order_line__order__in=ids, state="active", product=OuterRef("product"))
-        released = per_product.values("product").annotate(t=Sum("quantity")).values("t")
+        per_variant = Reservation.objects.filter(order_line__order__in=ids, state="active", variant=OuterRef("variant"))
+        released = per_variant.values("variant").annotate(t=Sum("quantity")).values("t")
         Stock.objects.update(reserved=F("reserved") - Coalesce(Subquery(released), 0))
         Reservation.objects.filter(order_line__order__in=ids, state="active").update(
             state="released", release_reason="expired"

@@ -55,6 +55,7 @@ THIRD_PARTY_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_countries",
+    "treebeard",
 ]
 LOCAL_APPS = [
     "core",
@@ -395,6 +396,31 @@ STATIC_URL = "static/"
 # Set STATIC_ROOT to run collectstatic; without it WhiteNoise serves the apps' static files directly.
 STATIC_ROOT = env("STATIC_ROOT", default=None)
 WHITENOISE_USE_FINDERS = True
+
+# Product images go through Django's storage API: local files under MEDIA_ROOT by default (served by the
+# shop itself, config/urls.py), or an S3-compatible store with MEDIA_STORAGE=s3 (docs/configuration.md).
+MEDIA_URL = "media/"
+MEDIA_ROOT = env("MEDIA_ROOT", default=str(VAR_DIR / "media"))
+if env("MEDIA_STORAGE", default="local") == "s3":
+    _media_storage = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": env("MEDIA_S3_BUCKET"),
+            "endpoint_url": env("MEDIA_S3_ENDPOINT_URL", default=None),
+            "access_key": env("MEDIA_S3_ACCESS_KEY", default=None),
+            "secret_key": env("MEDIA_S3_SECRET_KEY", default=None),
+            "querystring_auth": False,
+        },
+    }
+else:
+    _media_storage = {"BACKEND": "django.core.files.storage.FileSystemStorage"}
+STORAGES = {
+    "default": _media_storage,
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+# Uploads larger than this are refused before Pillow opens them; so are images of more pixels.
+PRODUCT_IMAGE_MAX_BYTES = env.int("PRODUCT_IMAGE_MAX_BYTES", default=10 * 1024 * 1024)
+PRODUCT_IMAGE_MAX_PIXELS = env.int("PRODUCT_IMAGE_MAX_PIXELS", default=40_000_000)
 
 # --- Logging ----------------------------------------------------------------------------------
 

@@ -1,6 +1,8 @@
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth.views import LoginView, LogoutView
-from django.urls import include, path
+from django.urls import include, path, re_path
+from django.views.static import serve
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from config import error_views
@@ -44,6 +46,7 @@ api_patterns = [
 urlpatterns = [
     path("", shop_views.catalog, name="catalog"),
     path("products/<str:sku>/", shop_views.product_detail, name="product"),
+    path("categories/<slug:slug>/", shop_views.category_detail, name="category"),
     path("cart/", shop_views.cart_view, name="cart"),
     path("cart/add/<str:sku>/", shop_views.cart_add_view, name="cart-add"),
     path("cart/update/<str:sku>/", shop_views.cart_update_view, name="cart-update"),
@@ -69,3 +72,7 @@ handler400 = error_views.bad_request
 handler403 = error_views.permission_denied
 handler404 = error_views.page_not_found
 handler500 = error_views.server_error
+
+if settings.STORAGES["default"]["BACKEND"] == "django.core.files.storage.FileSystemStorage":
+    # Product images kept on local disk are served by the shop (an S3-compatible store serves its own).
+    urlpatterns.append(re_path(r"^media/(?P<path>.*)$", serve, {"document_root": settings.MEDIA_ROOT}))

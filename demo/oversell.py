@@ -22,7 +22,7 @@ from inventory.models import Stock
 from inventory.services import stock_restock
 from orders.models import Order
 from orders.services import order_cancel, order_place
-from shop.models import Product
+from shop.models import Product, ProductVariant
 
 STRATEGIES = ["naive", "mutex", "optimistic", "pessimistic", "seed_redis_lock", "service"]
 OPTIMISTIC_RETRIES = 100
@@ -174,21 +174,23 @@ def _prepare(strategy: str, stock: int):
         goods = OversellDemoGoods.objects.create(stocks=stock)
         return goods.pk, lambda: goods.delete()
     sku = f"OVERSELL-DEMO-{uuid.uuid4().hex[:8].upper()}"
-    product = Product.objects.create(
-        sku=sku, name="Oversell demo (temporary)", price=0, is_active=True, requires_shipping=False
+    name = "Oversell demo (temporary)"
+    variant = ProductVariant.objects.create(
+        product=Product.objects.create(name=name), sku=sku, name=name, price=0, requires_shipping=False
     )
     stock_restock(sku=sku, quantity=stock, reason="oversell_demo")
 
     def cleanup():
         # Give the units back and hide the product; orders and ledger stay as history.
-        for order in Order.objects.filter(lines__product=product, status=Order.Status.AWAITING_PAYMENT):
+        for order in Order.objects.filter(lines__variant=variant, status=Order.Status.AWAITING_PAYMENT):
             order_cancel(order=order)
-        product.delete()
+        variant.delete()
+        variant.product.delete()
 
     return sku, cleanup
 
 
 def _final_stock(strategy: str, target) -> int:
     if strategy == "service":
-        return Stock.objects.get(product__sku=target).available
+        return Stock.objects.get(variant__sku=target).available
     return OversellDemoGoods.objects.get(pk=target).stocks

@@ -1,4 +1,4 @@
-"""Stock, its ledger and reservations in the admin, and the product admin with its stock.
+"""Stock, its ledger and reservations in the admin, and the product and variant admins with their stock.
 
 Counters change only through ``inventory.services``.
 """
@@ -8,12 +8,14 @@ import re
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import F, Q
 from django.db.models.functions import Now
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpResponseRedirect
-from django.urls import reverse
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.text import capfirst
 
@@ -21,10 +23,10 @@ from core.admin import NonAtomicChangeformMixin, ReadOnlyAdminMixin
 from core.errors import DomainError
 from inventory.errors import BelowReserved, StaleStock
 from inventory.models import Reservation, Stock, StockMovement
-from inventory.products import product_create
 from inventory.services import stock_adjust, stock_restock
-from shop.admin import ProductAddForm, ProductAdmin
-from shop.models import Product
+from inventory.variants import product_variants_generate, variant_create
+from shop.admin import ProductAdmin, ProductVariantAddForm, ProductVariantAdmin
+from shop.models import OptionValue, Product, ProductVariant
 
 # A reason another service records as a code (``refund_restock``), not as words staff typed.
 REASON_CODE = re.compile(r"[a-z]+(_[a-z]+)+")
@@ -93,7 +95,7 @@ class StockAdjustForm(forms.ModelForm):
         before, loaded_version = self.instance.on_hand, cleaned["loaded_version"]
         try:
             stock = stock_adjust(
-                sku=self.instance.product.sku,
+                sku=self.instance.variant.sku,
                 set_to=cleaned["new_on_hand"],
                 expected_version=loaded_version,
                 reason=cleaned["reason"],
@@ -174,12 +176,12 @@ class MovementInline(ReadOnlyAdminMixin, admin.TabularInline):
 @admin.register(Stock)
 class StockAdmin(NonAtomicChangeformMixin, admin.ModelAdmin):
     form = StockAdjustForm
-    list_display = ["sku", "product_name", "on_hand", "reserved", "available", "version", "updated_at"]
-    list_select_related = ["product"]
-    list_filter = [LowStockFilter, "product__is_active"]
-    search_fields = ["product__sku", "product__name"]
-    ordering = ["product__sku"]
-    readonly_fields = ["product", "on_hand", "reserved", "available", "version", "updated_at", "history"]
+    list_display = ["sku", "variant_name", "on_hand", "reserved", "available", "version", "updated_at"]
+    list_select_related = ["variant"]
+    list_filter = [LowStockFilter, "variant__is_active"]
+    search_fields = ["variant__sku", "variant__name"]
+    ordering = ["variant__sku"]
+    readonly_fields = ["variant", "on_hand", "reserved", "available", "version", "updated_at", "history"]
     inlines = [MovementInline]
 
     def get_queryset(self, request):
@@ -187,7 +189,7 @@ class StockAdmin(NonAtomicChangeformMixin, admin.ModelAdmin):
 
     def get_fieldsets(self, request, obj=None):
         fieldsets = [
-            (None, {"fields": ["product", ("on_hand", "reserved", "available"), ("version", "updated_at"), "history"]})
+            (None, {"fields": ["variant", ("on_hand", "reserved", "available"), ("version", "updated_at"), "history"]})
         ]
         if self.has_change_permission(request, obj):
             fieldsets.append(
@@ -209,7 +211,7 @@ class StockAdmin(NonAtomicChangeformMixin, admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         """Nothing to save: the form already changed the stock through the service."""
-        self.message_user(request, f"{obj.product.sku}: {form.summary}")
+        self.message_user(request, f"{obj.variant.sku}: {form.summary}")
 
     def construct_change_message(self, request, form, formsets, add=False):
         return form.summary
@@ -224,13 +226,13 @@ class StockAdmin(NonAtomicChangeformMixin, admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False  # reservations and the ledger refer to it
 
-    @admin.display(description="SKU", ordering="product__sku")
+    @admin.display(description="SKU", ordering="variant__sku")
     def sku(self, stock):
-        return stock.product.sku
+        return stock.variant.sku
 
-    @admin.display(description="product", ordering="product__name")
-    def product_name(self, stock):
-        return stock.product.name
+    @admin.display(description="product", ordering="variant__name")
+    def variant_name(self, stock):
+        return stock.variant.name
 
     @admin.display(description="available", ordering="available_units")
     def available(self, stock):
@@ -247,16 +249,16 @@ class StockMovementAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """The ledger, paginated: append-only, so there is nothing to edit."""
 
     list_display = ["created_at", "sku", "kind", "on_hand_delta", "reserved_delta", "why", "actor", "order"]
-    list_select_related = ["stock__product", "actor", "order"]
+    list_select_related = ["stock__variant", "actor", "order"]
     list_filter = ["kind", "created_at"]
-    search_fields = ["stock__product__sku", "reason", "order__number"]
+    search_fields = ["stock__variant__sku", "reason", "order__number"]
     ordering = ["-id"]
     fields = ["stock", "kind", "on_hand_delta", "reserved_delta", "why", "actor", "order", "reservation"]
     readonly_fields = ["why"]
 
-    @admin.display(description="SKU", ordering="stock__product__sku")
+    @admin.display(description="SKU", ordering="stock__variant__sku")
     def sku(self, movement):
-        return movement.stock.product.sku
+        return movement.stock.variant.sku
 
     @admin.display(description="reason", ordering="reason")
     def why(self, movement):
@@ -284,23 +286,23 @@ class ReservationExpiredFilter(admin.SimpleListFilter):
 @admin.register(Reservation)
 class ReservationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["id", "order", "sku", "quantity", "state", "release_reason", "expires_at", "created_at"]
-    list_select_related = ["order_line__order", "product"]
+    list_select_related = ["order_line__order", "variant"]
     list_filter = ["state", "release_reason", ReservationExpiredFilter]
-    search_fields = ["order_line__order__number", "product__sku"]
+    search_fields = ["order_line__order__number", "variant__sku"]
     ordering = ["-id"]
-    fields = ["order", "product", "quantity", "state", "release_reason", "expires_at", "created_at", "updated_at"]
+    fields = ["order", "variant", "quantity", "state", "release_reason", "expires_at", "created_at", "updated_at"]
 
     @admin.display(description="order", ordering="order_line__order__number")
     def order(self, reservation):
         order = reservation.order_line.order
         return format_html('<a href="{}">{}</a>', reverse("admin:orders_order_change", args=[order.pk]), order.number)
 
-    @admin.display(description="SKU", ordering="product__sku")
+    @admin.display(description="SKU", ordering="variant__sku")
     def sku(self, reservation):
-        return reservation.product.sku
+        return reservation.variant.sku
 
 
-class ProductStockAddForm(ProductAddForm):
+class VariantStockAddForm(ProductVariantAddForm):
     initial_stock = forms.IntegerField(
         min_value=0,
         max_value=settings.MAX_STOCK_QUANTITY,
@@ -319,18 +321,18 @@ class StockInline(ReadOnlyAdminMixin, admin.TabularInline):
         return format_html('<a href="{}">Set on hand…</a>', reverse("admin:inventory_stock_change", args=[stock.pk]))
 
 
-class ProductStockAdmin(NonAtomicChangeformMixin, ProductAdmin):
-    """The catalog's product admin with the product's stock: shown here, changed on its stock page.
+class VariantStockAdmin(NonAtomicChangeformMixin, ProductVariantAdmin):
+    """The catalog's variant admin with the variant's stock: shown here, changed on its stock page.
 
-    A product is created with its Stock row (``product_create``) and may receive its initial stock,
+    A variant is created with its Stock row (``variant_create``) and may receive its initial stock,
     through the stock service (hence no request-wide transaction).
     """
 
     list_display = ["sku", "name", "price", "is_active", "on_hand", "reserved", "available", "is_deleted"]
     list_filter = ["is_active", LowStockFilter]
     inlines = [StockInline]
-    add_form = ProductStockAddForm
-    add_fields = [*ProductAdmin.add_fields, "initial_stock"]
+    add_form = VariantStockAddForm
+    add_fields = [*ProductVariantAdmin.add_fields, "initial_stock"]
 
     def get_queryset(self, request):
         return (
@@ -350,11 +352,11 @@ class ProductStockAdmin(NonAtomicChangeformMixin, ProductAdmin):
         if change:
             super().save_model(request, obj, form, change)
             return
-        # product_create also creates the Stock row every product needs; the admin goes on with ``obj``.
-        obj.pk = product_create(
+        # variant_create also creates the Stock row every variant needs; the admin goes on with ``obj``.
+        obj.pk = variant_create(
+            product=form.cleaned_data["product"],
             sku=obj.sku,
             name=obj.name,
-            description=obj.description,
             price=obj.price,
             is_active=obj.is_active,
             max_per_customer=obj.max_per_customer,
@@ -371,21 +373,148 @@ class ProductStockAdmin(NonAtomicChangeformMixin, ProductAdmin):
 
     def hard_delete_object(self, obj):
         """A product whose stock never moved takes its empty Stock row along; any ledger row keeps both."""
-        Stock.objects.filter(product=obj, movements__isnull=True).delete()
+        Stock.objects.filter(variant=obj, movements__isnull=True).delete()
         super().hard_delete_object(obj)
 
     @admin.display(description="on hand", ordering="on_hand_units")
-    def on_hand(self, product):
-        return product.on_hand_units
+    def on_hand(self, variant):
+        return variant.on_hand_units
 
     @admin.display(description="reserved", ordering="reserved_units")
-    def reserved(self, product):
-        return product.reserved_units
+    def reserved(self, variant):
+        return variant.reserved_units
 
     @admin.display(description="available", ordering="available_units")
-    def available(self, product):
-        return product.available_units
+    def available(self, variant):
+        return variant.available_units
 
 
+class VariantsGenerateForm(forms.Form):
+    values = forms.ModelMultipleChoiceField(
+        queryset=OptionValue.objects.select_related("option"),
+        widget=forms.CheckboxSelectMultiple,
+        help_text="One variant is made for every combination: each size chosen with each colour chosen.",
+    )
+    price = forms.DecimalField(min_value=0, max_digits=12, decimal_places=2)
+    initial_stock = forms.IntegerField(min_value=0, max_value=settings.MAX_STOCK_QUANTITY, initial=0)
+
+
+class VariantStockRowForm(forms.Form):
+    """One row of a product's stock list: the variant's new on-hand count, on the version it was shown at."""
+
+    stock_id = forms.IntegerField(widget=forms.HiddenInput)
+    loaded_version = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
+    new_on_hand = forms.IntegerField(min_value=0, max_value=settings.MAX_STOCK_QUANTITY)
+
+
+VariantStockFormSet = forms.formset_factory(VariantStockRowForm, extra=0)
+
+
+class ProductStockAdmin(ProductAdmin):
+    """The catalog's product admin with two pages of its own: make variants from options, and set the
+    stock of all its variants in one list (each change a ledgered adjustment through the stock service)."""
+
+    change_form_template = "admin/shop/product/change_form.html"
+
+    def get_urls(self):
+        own = [
+            path(
+                "<int:product_id>/variants/generate/",
+                self.admin_site.admin_view(self.variants_generate_view),
+                name="shop_product_variants_generate",
+            ),
+            path(
+                "<int:product_id>/stock/",
+                self.admin_site.admin_view(self.stock_list_view),
+                name="shop_product_stock",
+            ),
+        ]
+        return own + super().get_urls()
+
+    def _product_for(self, request, product_id) -> Product:
+        product = get_object_or_404(Product, pk=product_id)
+        if not self.has_change_permission(request, product):
+            raise PermissionDenied
+        return product
+
+    def variants_generate_view(self, request, product_id):
+        product = self._product_for(request, product_id)
+        form = VariantsGenerateForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            try:
+                created = product_variants_generate(
+                    product=product,
+                    values=list(form.cleaned_data["values"]),
+                    price=form.cleaned_data["price"],
+                    initial_stock=form.cleaned_data["initial_stock"],
+                    actor=request.user,
+                )
+            except (DomainError, ValidationError) as exc:
+                form.add_error(None, exc.as_text() if isinstance(exc, DomainError) else exc)
+            else:
+                self.message_user(request, f"{len(created)} variants created: {', '.join(v.sku for v in created)}.")
+                return redirect("admin:shop_product_stock", product_id=product.pk)
+        context = {**self.admin_site.each_context(request), "opts": self.opts, "product": product, "form": form,
+                   "title": f"Make variants of {product}"}  # fmt: skip
+        return TemplateResponse(request, "admin/shop/product/variants_generate.html", context)
+
+    def stock_list_view(self, request, product_id):
+        product = self._product_for(request, product_id)
+        variants = list(ProductVariant.objects.filter(product=product).select_related("stock").order_by("sku"))
+        initial = [
+            {"stock_id": v.stock.pk, "loaded_version": v.stock.version, "new_on_hand": v.stock.on_hand}
+            for v in variants
+        ]
+        formset = VariantStockFormSet(request.POST or None, initial=initial)
+        reason = request.POST.get("reason", "").strip()
+        if request.method == "POST" and formset.is_valid() and len(formset.forms) != len(variants):
+            messages.error(request, "The product's variants changed while this list was open: nothing was saved.")
+            return redirect("admin:shop_product_stock", product_id=product.pk)
+        if request.method == "POST" and formset.is_valid():
+            if not reason and formset.has_changed():
+                messages.error(request, "Say why the stock changes (stock take, delivery...): it goes in the ledger.")
+            else:
+                done, refused = self._stock_list_save(request, variants, formset, reason)
+                for text in done:
+                    self.message_user(request, text)
+                for text in refused:
+                    self.message_user(request, text, messages.ERROR)
+                return redirect("admin:shop_product_stock", product_id=product.pk)
+        rows = list(zip(variants, formset.forms, strict=True))
+        context = {**self.admin_site.each_context(request), "opts": self.opts, "product": product,
+                   "formset": formset, "rows": rows, "reason": reason, "title": f"Stock of {product}"}  # fmt: skip
+        return TemplateResponse(request, "admin/shop/product/stock_list.html", context)
+
+    def _stock_list_save(self, request, variants, formset, reason):
+        """Each changed row is its own adjustment: one refused (stale, below reserved) leaves the others."""
+        done, refused = [], []
+        by_stock = {v.stock.pk: v for v in variants}
+        for row in formset.forms:
+            if not row.has_changed():
+                continue
+            variant = by_stock.get(row.cleaned_data["stock_id"])
+            if variant is None:
+                continue  # a row this product does not have: ignored
+            try:
+                stock_adjust(
+                    sku=variant.sku,
+                    set_to=row.cleaned_data["new_on_hand"],
+                    expected_version=row.cleaned_data["loaded_version"],
+                    reason=reason,
+                    actor=request.user,
+                )
+            except StaleStock:
+                refused.append(f"{variant.sku}: {STALE_MESSAGE}")
+            except BelowReserved as exc:
+                refused.append(f"{variant.sku}: it cannot go below the {exc.payload['reserved']} units reserved.")
+            except DomainError as exc:
+                refused.append(f"{variant.sku}: nothing was saved. {exc.as_text()}")
+            else:
+                done.append(f"{variant.sku}: on hand {row.initial['new_on_hand']} → {row.cleaned_data['new_on_hand']}")
+        return done, refused
+
+
+admin.site.unregister(ProductVariant)
+admin.site.register(ProductVariant, VariantStockAdmin)
 admin.site.unregister(Product)
 admin.site.register(Product, ProductStockAdmin)

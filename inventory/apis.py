@@ -24,7 +24,7 @@ class InsufficientStockErrorSerializer(ErrorSerializer):
 
 
 class StockOutputSerializer(serializers.Serializer):
-    sku = serializers.CharField(source="product.sku")
+    sku = serializers.CharField(source="variant.sku")
     on_hand = serializers.IntegerField()
     reserved = serializers.IntegerField()
     available = serializers.IntegerField()
@@ -103,7 +103,7 @@ class StockDetailApi(APIView):
         data = self.StockUpdateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         stock = stock_adjust(
-            sku=stock.product.sku,
+            sku=stock.variant.sku,
             set_to=data.validated_data.get("on_hand"),
             delta=data.validated_data.get("delta"),
             expected_version=data.validated_data.get("version"),

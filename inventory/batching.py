@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 class Demand(NamedTuple):
     """Units a request asks of one SKU."""
 
-    product_id: int
+    variant_id: int
     sku: str
     quantity: int
 
@@ -49,33 +49,33 @@ class StockPlan:
         self._taken: list[Demand] = []
         self.sold_out: dict[str, int] = {}  # SKUs seen with no unit left: product ids by SKU
 
-    def left(self, product_id: int, units: int) -> None:
+    def left(self, variant_id: int, units: int) -> None:
         """What the guarded UPDATE left free of a product; none left marks it sold out."""
         if units <= 0:
-            self.sold_out.update({want.sku: product_id for want in self._taken if want.product_id == product_id})
+            self.sold_out.update({want.sku: variant_id for want in self._taken if want.variant_id == variant_id})
 
     def take(self, demands: list[Demand]) -> None:
         """Take every demand, or none: ``InsufficientStock`` lists each one the stock does not cover."""
         if not self.assumed:
             short = [
-                {"sku": want.sku, "requested": want.quantity, "available": max(self._left[want.product_id], 0)}
+                {"sku": want.sku, "requested": want.quantity, "available": max(self._left[want.variant_id], 0)}
                 for want in demands
-                if self._left[want.product_id] < want.quantity
+                if self._left[want.variant_id] < want.quantity
             ]
             if short:
                 self.sold_out.update(
-                    {want.sku: want.product_id for want in demands if self._left[want.product_id] <= 0}
+                    {want.sku: want.variant_id for want in demands if self._left[want.variant_id] <= 0}
                 )
                 raise InsufficientStock(shortages=short)
         for want in demands:
-            self._left[want.product_id] -= want.quantity
+            self._left[want.variant_id] -= want.quantity
         self._taken.extend(demands)
 
     def totals(self) -> dict[int, int]:
         """Units taken by product, in product order (the order locks and rows are taken in)."""
         totals = Counter()
         for want in self._taken:
-            totals[want.product_id] += want.quantity
+            totals[want.variant_id] += want.quantity
         return dict(sorted(totals.items()))
 
     def reserve(self, statements: list[tuple[str, list]] = ()) -> list | None:
@@ -85,20 +85,20 @@ class StockPlan:
         totals = self.totals()
         reserved = sql.reserved_add_if_free(quantities=totals, statements=statements)
         if reserved.refused:
-            product_id = reserved.refused[0]
-            self.refused(product_id, totals[product_id], reserved.available[product_id])
+            variant_id = reserved.refused[0]
+            self.refused(variant_id, totals[variant_id], reserved.available[variant_id])
             return None
-        for product_id, units in reserved.available.items():
-            self.left(product_id, units)
+        for variant_id, units in reserved.available.items():
+            self.left(variant_id, units)
         return reserved.results
 
-    def refused(self, product_id: int, quantity: int, available: int) -> bool:
+    def refused(self, variant_id: int, quantity: int, available: int) -> bool:
         """The guarded UPDATE refused ``quantity`` units of a product: False if the take was assumed
         (the batch runs again with the counts read), else ``InsufficientStock``: a rival changed the row
         since we read it, so our lock was lost, and the whole transaction rolls back."""
         if self.assumed:
             return False
-        sku = next(want.sku for want in self._taken if want.product_id == product_id)
+        sku = next(want.sku for want in self._taken if want.variant_id == variant_id)
         raise InsufficientStock(shortages=[{"sku": sku, "requested": quantity, "available": max(available, 0)}])
 
     def _mark(self) -> int:
@@ -106,7 +106,7 @@ class StockPlan:
 
     def _undo(self, mark: int) -> None:
         for want in self._taken[mark:]:
-            self._left[want.product_id] += want.quantity
+            self._left[want.variant_id] += want.quantity
         del self._taken[mark:]
 
 
@@ -130,7 +130,7 @@ class Batch(ABC):
         self.staged: list = []
 
     @abstractmethod
-    def product_ids(self) -> set[int]:
+    def variant_ids(self) -> set[int]:
         """The products whose stock the batch's requests may take."""
 
     @abstractmethod
@@ -161,14 +161,14 @@ def batch_run(batch_type: type[Batch], requests: list) -> list:
     steps run once more, so the queue order still decides who gets the freed units.
     """
     batch = batch_type(requests)
-    product_ids = batch.product_ids()
+    variant_ids = batch.variant_ids()
     outcomes = _steps(batch, requests, StockPlan())
     if batch.write():
         _mark_sold_out_on_commit(batch.stock)
         return outcomes
-    outcomes = _steps(batch, requests, StockPlan(sql.stock_available(product_ids=product_ids)))
+    outcomes = _steps(batch, requests, StockPlan(sql.stock_available(variant_ids=variant_ids)))
     if any(isinstance(outcome, InsufficientStock) for outcome in outcomes) and batch.free_more():
-        outcomes = _steps(batch, requests, StockPlan(sql.stock_available(product_ids=product_ids)))
+        outcomes = _steps(batch, requests, StockPlan(sql.stock_available(variant_ids=variant_ids)))
     batch.write()
     _mark_sold_out_on_commit(batch.stock)
     return outcomes
@@ -184,13 +184,13 @@ def _mark_sold_out_on_commit(stock: StockPlan) -> None:
     """
     if not stock.sold_out or settings.SOLD_OUT_MARK_SECONDS <= 0:
         return
-    first_expiry = sql.reservations_first_expiry(product_ids=stock.sold_out.values())
+    first_expiry = sql.reservations_first_expiry(variant_ids=stock.sold_out.values())
     now = db_now()
     seconds = {
-        sku: min(settings.SOLD_OUT_MARK_SECONDS, (first_expiry[product_id] - now).total_seconds())
-        if product_id in first_expiry
+        sku: min(settings.SOLD_OUT_MARK_SECONDS, (first_expiry[variant_id] - now).total_seconds())
+        if variant_id in first_expiry
         else settings.SOLD_OUT_MARK_SECONDS
-        for sku, product_id in stock.sold_out.items()
+        for sku, variant_id in stock.sold_out.items()
     }
     if marks := {sku: ttl for sku, ttl in seconds.items() if ttl > 0}:
         transaction.on_commit(lambda: locks.sold_out_mark(marks))

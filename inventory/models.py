@@ -12,14 +12,14 @@ class Stock(TimestampedModel):
     Retire a product by deactivating or deleting the product; its stock row stays.
     """
 
-    product = models.OneToOneField("shop.Product", on_delete=models.PROTECT, related_name="stock")
+    variant = models.OneToOneField("shop.ProductVariant", on_delete=models.PROTECT, related_name="stock")
     on_hand = models.IntegerField(default=0)
     reserved = models.IntegerField(default=0)
     # Bumped by every change: lets editors compare-and-set instead of overwriting blindly.
     version = models.PositiveIntegerField(default=0)
 
     class Meta:
-        ordering = ["product_id"]
+        ordering = ["variant_id"]
         constraints = [
             models.CheckConstraint(condition=Q(on_hand__gte=0), name="stock_on_hand_non_negative"),
             models.CheckConstraint(condition=Q(reserved__gte=0), name="stock_reserved_non_negative"),
@@ -27,7 +27,7 @@ class Stock(TimestampedModel):
         ]
 
     def __str__(self):
-        return f"{self.product.sku}: {self.available} available ({self.on_hand} on hand, {self.reserved} reserved)"
+        return f"{self.variant.sku}: {self.available} available ({self.on_hand} on hand, {self.reserved} reserved)"
 
     @property
     def available(self) -> int:
@@ -52,7 +52,7 @@ class Reservation(TimestampedModel):
         CANCELLED = "cancelled", "Cancelled"
 
     order_line = models.ForeignKey("orders.OrderLine", on_delete=models.PROTECT, related_name="reservations")
-    product = models.ForeignKey("shop.Product", on_delete=models.PROTECT, related_name="reservations")
+    variant = models.ForeignKey("shop.ProductVariant", on_delete=models.PROTECT, related_name="reservations")
     quantity = models.PositiveIntegerField()
     state = models.CharField(max_length=16, choices=State.choices, default=State.ACTIVE, db_index=True)
     expires_at = models.DateTimeField(db_index=True)
@@ -61,7 +61,7 @@ class Reservation(TimestampedModel):
     class Meta:
         ordering = ["id"]
         # A sold-out mark lives no longer than the SKU's first active reservation (inventory.batching).
-        indexes = [models.Index(fields=["product", "state", "expires_at"], name="reservation_product_expiry")]
+        indexes = [models.Index(fields=["variant", "state", "expires_at"], name="reservation_product_expiry")]
         constraints = [
             models.CheckConstraint(condition=Q(quantity__gt=0), name="reservation_quantity_positive"),
             models.CheckConstraint(
@@ -71,7 +71,7 @@ class Reservation(TimestampedModel):
         ]
 
     def __str__(self):
-        return f"{self.quantity} × {self.product.sku} ({self.get_state_display().lower()})"
+        return f"{self.quantity} × {self.variant.sku} ({self.get_state_display().lower()})"
 
 
 class StockMovementQuerySet(TimestampedQuerySet):

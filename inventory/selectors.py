@@ -39,22 +39,22 @@ def _sum_per_stock(queryset, field, *, link="stock", outer="pk"):
 
 def stock_books(*, skus=None) -> list[StockBooks]:
     """Per stock: counters beside the ledger sums and the active reservations (one query)."""
-    stocks = Stock.objects.select_related("product").order_by("product__sku")
+    stocks = Stock.objects.select_related("variant").order_by("variant__sku")
     if skus:
-        stocks = stocks.filter(product__sku__in=skus)
+        stocks = stocks.filter(variant__sku__in=skus)
     stocks = stocks.annotate(
         ledger_on_hand=_sum_per_stock(StockMovement.objects.all(), "on_hand_delta"),
         ledger_reserved=_sum_per_stock(StockMovement.objects.all(), "reserved_delta"),
         active_reserved=_sum_per_stock(
             Reservation.objects.filter(state=Reservation.State.ACTIVE),
             "quantity",
-            link="product",
-            outer="product_id",
+            link="variant",
+            outer="variant_id",
         ),
     )
     return [
         StockBooks(
-            sku=stock.product.sku,
+            sku=stock.variant.sku,
             on_hand=stock.on_hand,
             reserved=stock.reserved,
             ledger_on_hand=stock.ledger_on_hand,
@@ -71,7 +71,7 @@ def stock_find(*, sku: str) -> Stock | None:
         sku = sku_normalise(sku)
     except InvalidInput:
         return None  # no product could have it
-    return Stock.objects.select_related("product").filter(product__sku=sku, product__is_deleted=False).first()
+    return Stock.objects.select_related("variant").filter(variant__sku=sku, variant__is_deleted=False).first()
 
 
 def stock_movement_list(*, stock: Stock) -> QuerySet[StockMovement]:

@@ -30,7 +30,7 @@ from inventory.errors import (
 from inventory.models import Reservation, Stock, StockMovement
 from inventory.section import stock_section
 from shop.models import sku_normalise
-from shop.selectors import product_get_for_stock
+from shop.selectors import variant_get_for_stock
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class ReservationLine(msgspec.Struct, frozen=True, array_like=True):
 
     sku: str
     line_id: int
-    product_id: int
+    variant_id: int
     quantity: int
 
 
@@ -101,7 +101,7 @@ def _reservation_row(line: ReservationLine, expires_at: datetime) -> dict:
     """What a new reservation is given; the insert fills the rest (active, no release reason, timestamps)."""
     return {
         "order_line_id": line.line_id,
-        "product_id": line.product_id,
+        "variant_id": line.variant_id,
         "quantity": line.quantity,
         "expires_at": expires_at,
     }
@@ -131,13 +131,13 @@ class _ReserveBatch(Batch):
 
     def __init__(self, requests: list[_ReserveRequest]):
         super().__init__(requests)
-        self._product_ids = {line.product_id for request in requests for line in request.lines}
+        self._variant_ids = {line.variant_id for request in requests for line in request.lines}
 
-    def product_ids(self) -> set[int]:
-        return self._product_ids
+    def variant_ids(self) -> set[int]:
+        return self._variant_ids
 
     def step(self, request: _ReserveRequest) -> _Reserved:
-        self.stock.take([Demand(line.product_id, line.sku, line.quantity) for line in request.lines])
+        self.stock.take([Demand(line.variant_id, line.sku, line.quantity) for line in request.lines])
         reserved = _Reserved()
         self.stage((request, reserved))
         return reserved
@@ -161,8 +161,8 @@ class _ReserveBatch(Batch):
 def stock_reserve(*, order, expires_at: datetime) -> list[Reservation]:
     """Reserve every line of ``order``, all or nothing; ``InsufficientStock`` lists every short line."""
     lines = tuple(
-        ReservationLine(line.product.sku, line.pk, line.product_id, line.quantity)
-        for line in order.lines_with_products()
+        ReservationLine(line.variant.sku, line.pk, line.variant_id, line.quantity)
+        for line in order.lines_with_variants()
     )
     reserved = stock_section_batched(
         skus=[line.sku for line in lines], batch_type=_ReserveBatch, request=_ReserveRequest(expires_at, lines)
@@ -195,9 +195,9 @@ def _reservations_settle(*, order, state: str, reason: str = "") -> list[Reserva
     kind = StockMovement.Kind.COMMIT if committing else StockMovement.Kind.RELEASE
     order_reservations = Reservation.objects.filter(order_line__order=order)
     with stock_section(skus=order.skus):
-        active = order_reservations.filter(state=Reservation.State.ACTIVE).select_related("product__stock")
-        active = list(active.order_by("product_id"))
-        stocks = {reservation.product_id: reservation.product.stock for reservation in active}
+        active = order_reservations.filter(state=Reservation.State.ACTIVE).select_related("variant__stock")
+        active = list(active.order_by("variant_id"))
+        stocks = {reservation.variant_id: reservation.variant.stock for reservation in active}
         movements = []
         for reservation in active:
             # The state flip is itself conditional, so a reservation settles once even if a lock is lost.
@@ -209,13 +209,13 @@ def _reservations_settle(*, order, state: str, reason: str = "") -> list[Reserva
             counters = {"reserved": F("reserved") - quantity, "version": F("version") + 1}
             if committing:
                 counters["on_hand"] = F("on_hand") - quantity
-            if not Stock.objects.filter(pk=stocks[reservation.product_id].pk, reserved__gte=quantity).update(
+            if not Stock.objects.filter(pk=stocks[reservation.variant_id].pk, reserved__gte=quantity).update(
                 **counters
             ):
-                raise StockInvariantBroken(f"Stock {reservation.product_id} holds fewer than {quantity} reserved units")
+                raise StockInvariantBroken(f"Stock {reservation.variant_id} holds fewer than {quantity} reserved units")
             movements.append(
                 StockMovement(
-                    stock=stocks[reservation.product_id],
+                    stock=stocks[reservation.variant_id],
                     kind=kind,
                     on_hand_delta=-quantity if committing else 0,
                     reserved_delta=-quantity,
@@ -275,11 +275,11 @@ def stock_adjust(
 def _stock_change(*, sku, kind, reason, actor, delta=None, set_to=None, expected_version=None) -> Stock:
     if not isinstance(reason, str) or not reason.strip():
         raise InvalidInput(fields={"reason": "Say why the stock changes."})
-    product = product_get_for_stock(sku=sku_normalise(sku))
-    with stock_section(skus=[product.sku]):
-        stock, _ = Stock.objects.get_or_create(product=product)
+    variant = variant_get_for_stock(sku=sku_normalise(sku))
+    with stock_section(skus=[variant.sku]):
+        stock, _ = Stock.objects.get_or_create(variant=variant)
         if expected_version is not None and stock.version != expected_version:
-            raise StaleStock(sku=product.sku, expected_version=expected_version, current_version=stock.version)
+            raise StaleStock(sku=variant.sku, expected_version=expected_version, current_version=stock.version)
         if set_to is not None:
             delta = set_to - stock.on_hand
             if delta == 0:
@@ -299,21 +299,21 @@ def _stock_change(*, sku, kind, reason, actor, delta=None, set_to=None, expected
                     fields={"quantity": f"On-hand stock cannot exceed {settings.MAX_STOCK_QUANTITY}."}
                 )
             if stock.on_hand + delta < stock.reserved:
-                raise BelowReserved(sku=product.sku, on_hand=stock.on_hand, reserved=stock.reserved)
-            raise StaleStock(sku=product.sku, current_version=stock.version)
+                raise BelowReserved(sku=variant.sku, on_hand=stock.on_hand, reserved=stock.reserved)
+            raise StaleStock(sku=variant.sku, current_version=stock.version)
         StockMovement.objects.create(
             stock=stock, kind=kind, on_hand_delta=delta, reason=reason.strip()[:255], actor=actor
         )
         stock.refresh_from_db()
-    logger.info("stock %s of %s by %+d to %d (%s)", kind, product.sku, delta, stock.on_hand, reason)
+    logger.info("stock %s of %s by %+d to %d (%s)", kind, variant.sku, delta, stock.on_hand, reason)
     return stock
 
 
 def stock_rebuild_from_ledger(*, sku: str) -> Stock:
     """Set the counters to the ledger sums (the ledger is the record of truth), under the lock."""
-    product = product_get_for_stock(sku=sku_normalise(sku))
-    with stock_section(skus=[product.sku]):
-        stock = Stock.objects.get(product=product)
+    variant = variant_get_for_stock(sku=sku_normalise(sku))
+    with stock_section(skus=[variant.sku]):
+        stock = Stock.objects.get(variant=variant)
         sums = StockMovement.objects.filter(stock=stock).aggregate(
             on_hand=Sum("on_hand_delta"), reserved=Sum("reserved_delta")
         )
@@ -325,12 +325,12 @@ def stock_rebuild_from_ledger(*, sku: str) -> Stock:
                 on_hand=on_hand, reserved=reserved, version=F("version") + 1
             )
         except IntegrityError as exc:
-            raise LedgerInconsistent(sku=product.sku, ledger_on_hand=on_hand, ledger_reserved=reserved) from exc
+            raise LedgerInconsistent(sku=variant.sku, ledger_on_hand=on_hand, ledger_reserved=reserved) from exc
         if not rebuilt:
-            raise StaleStock(sku=product.sku)
+            raise StaleStock(sku=variant.sku)
         logger.warning(
             "stock drift fixed on %s: on_hand %d -> %d, reserved %d -> %d (rebuilt from the ledger)",
-            product.sku,
+            variant.sku,
             stock.on_hand,
             on_hand,
             stock.reserved,

@@ -33,53 +33,53 @@ def reserved_add_if_free(*, quantities: dict[int, int], statements: list[tuple[s
     savepoint is rolled back: nothing was written.
     """
     savepoint = "reserved_add_if_free"
-    product_ids = list(quantities)
-    updates = [_reserved_add_statement(product_id=p, quantity=q) for p, q in quantities.items()]
-    left = select_in_statement(Stock, "product_id, on_hand - reserved", product_id=product_ids)
+    variant_ids = list(quantities)
+    updates = [_reserved_add_statement(variant_id=p, quantity=q) for p, q in quantities.items()]
+    left = select_in_statement(Stock, "variant_id, on_hand - reserved", variant_id=variant_ids)
     _, *results = statements_run(connection.alias, [(f"SAVEPOINT {savepoint}", []), *statements, *updates, left])
     free = dict(results[-1])
     done = results[len(statements) : -1]
-    refused = [product_id for product_id, count in zip(product_ids, done, strict=True) if not count]
+    refused = [variant_id for variant_id, count in zip(variant_ids, done, strict=True) if not count]
     if not refused:
         return Reserved(results[: len(statements)], free, [])
     statements_run(connection.alias, [(f"ROLLBACK TO SAVEPOINT {savepoint}", [])])
     # A refused UPDATE changed nothing, so what the read found free of that product is what was free.
-    return Reserved(None, {product_id: max(free.get(product_id, 0), 0) for product_id in refused}, refused)
+    return Reserved(None, {variant_id: max(free.get(variant_id, 0), 0) for variant_id in refused}, refused)
 
 
-def stock_available(*, product_ids) -> dict[int, int]:
+def stock_available(*, variant_ids) -> dict[int, int]:
     """Units free (on hand minus reserved) by product; a product without a stock row is missing."""
-    if not product_ids:
+    if not variant_ids:
         return {}
-    rows = select_in(Stock, "product_id, on_hand - reserved", product_id=sorted(set(product_ids)))
-    return {product_id: available for product_id, available in rows}
+    rows = select_in(Stock, "variant_id, on_hand - reserved", variant_id=sorted(set(variant_ids)))
+    return {variant_id: available for variant_id, available in rows}
 
 
-def reservations_first_expiry(*, product_ids) -> dict[int, datetime]:
+def reservations_first_expiry(*, variant_ids) -> dict[int, datetime]:
     """When each product's first active reservation expires (on the database's clock); none: missing."""
     reservations = _table_of(Reservation)
-    product_ids = sorted(set(product_ids))
+    variant_ids = sorted(set(variant_ids))
     [rows] = statements_run(
         connection.alias,
         [
             (
-                f"SELECT product_id, MIN(expires_at) FROM {reservations} WHERE state = %s"
-                f" AND product_id IN ({', '.join(['%s'] * len(product_ids))}) GROUP BY product_id",
-                [Reservation.State.ACTIVE.value, *product_ids],
+                f"SELECT variant_id, MIN(expires_at) FROM {reservations} WHERE state = %s"
+                f" AND variant_id IN ({', '.join(['%s'] * len(variant_ids))}) GROUP BY variant_id",
+                [Reservation.State.ACTIVE.value, *variant_ids],
             )
         ],
     )
     convert = connection.ops.convert_datetimefield_value
-    return {product_id: convert(first, None, connection) for product_id, first in rows}
+    return {variant_id: convert(first, None, connection) for variant_id, first in rows}
 
 
-def _reserved_add_statement(*, product_id: int, quantity: int) -> tuple[str, list]:
+def _reserved_add_statement(*, variant_id: int, quantity: int) -> tuple[str, list]:
     stock = _table_of(Stock)
     sql = (
         f"UPDATE {stock} SET reserved = reserved + %s, version = version + 1, updated_at = %s"
-        " WHERE product_id = %s AND on_hand >= reserved + %s"
+        " WHERE variant_id = %s AND on_hand >= reserved + %s"
     )
-    return sql, [quantity, connection.ops.adapt_datetimefield_value(timezone.now()), product_id, quantity]
+    return sql, [quantity, connection.ops.adapt_datetimefield_value(timezone.now()), variant_id, quantity]
 
 
 def reservations_statements(rows: list[dict]) -> tuple[list[tuple[str, list]], list[dict]]:
@@ -104,8 +104,8 @@ def reservations_for_orders_statements(*, order_ids: list[int], expires_at: date
     reservations, order_lines = _table_of(Reservation), _order_lines_table()
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     insert = (
-        f"INSERT INTO {reservations} (created_at, updated_at, order_line_id, product_id, quantity, state, expires_at,"
-        f" release_reason) SELECT %s, %s, l.id, l.product_id, l.quantity, %s, %s, '' FROM {order_lines} l"
+        f"INSERT INTO {reservations} (created_at, updated_at, order_line_id, variant_id, quantity, state, expires_at,"
+        f" release_reason) SELECT %s, %s, l.id, l.variant_id, l.quantity, %s, %s, '' FROM {order_lines} l"
         f" WHERE l.order_id IN ({', '.join(['%s'] * len(order_ids))}) ORDER BY l.id"
     )
     expires = connection.ops.adapt_datetimefield_value(expires_at)
@@ -124,7 +124,7 @@ def _ledger_of_new_reservations(created_at, column: str, values: list) -> tuple[
         f"INSERT INTO {movements} (stock_id, kind, on_hand_delta, reserved_delta, order_id, reservation_id, reason,"
         " created_at, updated_at)"
         f" SELECT s.id, %s, 0, r.quantity, l.order_id, r.id, '', r.created_at, r.updated_at FROM {reservations} r"
-        f" JOIN {_order_lines_table()} l ON l.id = r.order_line_id JOIN {stocks} s ON s.product_id = r.product_id"
+        f" JOIN {_order_lines_table()} l ON l.id = r.order_line_id JOIN {stocks} s ON s.variant_id = r.variant_id"
         f" WHERE {_first_new_id_bound()}r.created_at = %s AND {column} IN ({', '.join(['%s'] * len(values))})"
         " ORDER BY r.id"
     )

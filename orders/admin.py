@@ -86,10 +86,10 @@ class OverdueFilter(admin.SimpleListFilter):
 class OrderLineInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = OrderLine
     template = UNCAPTIONED_TABULAR
-    fields = readonly_fields = ["product", "quantity", "unit_price_shown", "line_total_shown", "reservation"]
+    fields = readonly_fields = ["variant", "quantity", "unit_price_shown", "line_total_shown", "reservation"]
 
     def get_queryset(self, request):
-        return super().get_queryset(request).select_related("product", "order").prefetch_related("reservations")
+        return super().get_queryset(request).select_related("variant", "order").prefetch_related("reservations")
 
     @admin.display(description="unit price")
     def unit_price_shown(self, line):

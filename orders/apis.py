@@ -63,8 +63,8 @@ class ShippingMethodOutputSerializer(serializers.Serializer):
 
 
 class OrderLineOutputSerializer(serializers.Serializer):
-    sku = serializers.CharField(source="product.sku")
-    name = serializers.CharField(source="product.name")
+    sku = serializers.CharField(source="variant.sku")
+    name = serializers.CharField(source="variant.name")
     quantity = serializers.IntegerField()
     unit_price = _money()
     line_total = _money()
@@ -125,8 +125,8 @@ class OrderOutputSerializer(serializers.Serializer):
             "total": money.to_representation(order.total),
             "lines": [
                 {
-                    "sku": str(line.product.sku),
-                    "name": str(line.product.name),
+                    "sku": str(line.variant.sku),
+                    "name": str(line.variant.name),
                     "quantity": int(line.quantity),
                     "unit_price": money.to_representation(line.unit_price),
                     "line_total": money.to_representation(line.line_total),
@@ -276,7 +276,7 @@ class OrderCollectionApi(generics.ListAPIView):
             billing_address=data.get("billing_address"),
             shipping_method=data.get("shipping_method"),
         )
-        prefetch_related_objects([order], "lines__product")  # the lines and the total read them once
+        prefetch_related_objects([order], "lines__variant")  # the lines and the total read them once
         return Response(OrderOutputSerializer(order).data, status=status.HTTP_201_CREATED)
 
 
@@ -343,14 +343,14 @@ class CheckoutQuoteApi(APIView):
                     "total": price.total,
                     "lines": [
                         {
-                            "product": {"sku": product_sku, "name": product.name},
+                            "variant": {"sku": variant_sku, "name": variant.name},
                             "quantity": quantity,
-                            "unit_price": product.price,
+                            "unit_price": variant.price,
                             "line_total": priced.line_total,
                             "tax_rate": priced.tax_rate,
                             "tax": priced.tax,
                         }
-                        for (product, quantity), priced, product_sku in zip(
+                        for (variant, quantity), priced, variant_sku in zip(
                             quote.lines, price.lines, quote.skus, strict=True
                         )
                     ],
@@ -442,7 +442,7 @@ class OrderRefundApi(APIView):
         if order is None:
             raise NotFound("No such order.")
         order = order_refund(order=order, restock=data.validated_data["restock"], actor=request.user)
-        prefetch_related_objects([order], "lines__product")
+        prefetch_related_objects([order], "lines__variant")
         return Response(OrderOutputSerializer(order).data)
 
 

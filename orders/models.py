@@ -117,19 +117,19 @@ class Order(BaseModel):
     @cached_property
     def skus(self) -> list[str]:
         """The SKUs to lock for this order (lines never change once placed)."""
-        return sorted(line.product.sku for line in self.lines_with_products())
+        return sorted(line.variant.sku for line in self.lines_with_variants())
 
-    def lines_with_products(self) -> list["OrderLine"]:
-        """The lines with their products, by product id; prefetched ones (``lines__product``) cost no query."""
+    def lines_with_variants(self) -> list["OrderLine"]:
+        """The lines with their products, by product id; prefetched ones (``lines__variant``) cost no query."""
         prefetched = getattr(self, "_prefetched_objects_cache", {}).get("lines")
         if prefetched is not None:  # read directly: a related manager per call costs a hot SKU's buyers
-            return sorted(prefetched, key=lambda line: line.product_id)
-        return list(self.lines.select_related("product").order_by("product_id"))
+            return sorted(prefetched, key=lambda line: line.variant_id)
+        return list(self.lines.select_related("variant").order_by("variant_id"))
 
 
 class OrderLine(BaseModel):
     order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="lines")
-    product = models.ForeignKey("shop.Product", on_delete=models.PROTECT, related_name="+")
+    variant = models.ForeignKey("shop.ProductVariant", on_delete=models.PROTECT, related_name="+")
     quantity = models.PositiveIntegerField()
     # Snapshot: a later price change must not change what the customer agreed to pay.
     unit_price = models.DecimalField(max_digits=12, decimal_places=2)
@@ -141,7 +141,7 @@ class OrderLine(BaseModel):
     class Meta(BaseModel.Meta):
         ordering = ["id"]
         constraints = [
-            models.UniqueConstraint(fields=["order", "product"], name="order_line_one_per_product"),
+            models.UniqueConstraint(fields=["order", "variant"], name="order_line_one_per_product"),
             models.CheckConstraint(condition=Q(quantity__gt=0), name="order_line_quantity_positive"),
             models.CheckConstraint(
                 condition=Q(line_total=F("unit_price") * F("quantity")), name="order_line_total_is_price_times_quantity"
@@ -150,7 +150,7 @@ class OrderLine(BaseModel):
         ]
 
     def __str__(self):
-        return f"{self.quantity} x {self.product_id}"
+        return f"{self.quantity} x {self.variant_id}"
 
 
 class Payment(BaseModel):

@@ -19,7 +19,7 @@ from core.errors import InvalidInput
 from core.money import money_round
 from shipping.errors import ShippingMethodUnavailable, ShippingUnavailable
 from shipping.selectors import ShippingOffer, shipping_country_served, shipping_offers_for
-from shop.selectors import OrderableProduct
+from shop.selectors import OrderableVariant
 from tax.selectors import TaxRates
 
 HUNDRED = Decimal(100)
@@ -67,9 +67,9 @@ def tax_of(amount: Decimal, rate: Decimal, *, included: bool, currency: str) -> 
     return money_round(amount * rate / (HUNDRED + rate) if included else amount * rate / HUNDRED, currency)
 
 
-def order_ships(products) -> bool:
+def order_ships(variants) -> bool:
     """Whether an order of ``products`` is shipped, and so asks for an address and a method."""
-    return any(product.requires_shipping for product in products)
+    return any(variant.requires_shipping for variant in variants)
 
 
 def order_shipping_choose(
@@ -91,13 +91,13 @@ def order_shipping_choose(
     raise ShippingMethodUnavailable(country=country, methods=[offer.id for offer in offers])
 
 
-def order_weight_grams(lines: list[tuple[OrderableProduct, int]]) -> int:
+def order_weight_grams(lines: list[tuple[OrderableVariant, int]]) -> int:
     """The parcel's weight: the shipped products' weights (unknown: 0) times their quantities."""
-    return sum((product.weight_grams or 0) * quantity for product, quantity in lines if product.requires_shipping)
+    return sum((variant.weight_grams or 0) * quantity for variant, quantity in lines if variant.requires_shipping)
 
 
 def order_price(
-    lines: list[tuple[OrderableProduct, int]],
+    lines: list[tuple[OrderableVariant, int]],
     *,
     shipping_country: str | None,
     billing_country: str | None,
@@ -112,15 +112,15 @@ def order_price(
     country. Refusals are raised: a missing address or method, a country or method that does not ship.
     """
     currency, included = settings.SHOP_CURRENCY, settings.PRICES_INCLUDE_TAX
-    ships = order_ships(product for product, _ in lines)
+    ships = order_ships(variant for variant, _ in lines)
     country = shipping_country if ships else None
     if ships and country is None:
         raise InvalidInput(fields={"shipping_address": "These goods are shipped: give a shipping address."})
     tax_country = country or billing_country or settings.SHOP_COUNTRY
     priced = []
-    for product, quantity in lines:
-        line_total = product.price * quantity
-        rate = rates.rate(country=tax_country, tax_class_id=product.tax_class_id)
+    for variant, quantity in lines:
+        line_total = variant.price * quantity
+        rate = rates.rate(country=tax_country, tax_class_id=variant.tax_class_id)
         priced.append(PricedLine(line_total, rate, tax_of(line_total, rate, included=included, currency=currency)))
     subtotal = sum((line.line_total for line in priced), start=Decimal(0))
     method, shipping_price, shipping_rate, shipping_tax = None, Decimal(0), Decimal(0), Decimal(0)

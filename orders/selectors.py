@@ -79,12 +79,12 @@ def order_list_deleted_holding_stock() -> QuerySet[Order]:
 
 def order_list_overdue_holding(*, skus) -> QuerySet[Order]:
     """Overdue unpaid orders with a line for any of ``skus``."""
-    return order_list_overdue().filter(lines__product__sku__in=list(skus)).distinct()
+    return order_list_overdue().filter(lines__variant__sku__in=list(skus)).distinct()
 
 
 def order_list_for_customer(*, customer) -> QuerySet[Order]:
     """A customer's own orders, newest first, with lines and products loaded."""
-    return Order.objects.filter(customer=customer).prefetch_related("lines__product").order_by("-created_at", "-id")
+    return Order.objects.filter(customer=customer).prefetch_related("lines__variant").order_by("-created_at", "-id")
 
 
 def order_find_for_customer(*, customer, number: str) -> Order | None:
@@ -97,7 +97,7 @@ def order_list_for_visitor(*, customer, guest_numbers) -> QuerySet[Order]:
     mine = Q(customer=None, number__in=list(guest_numbers))
     if customer is not None:
         mine |= Q(customer=customer)
-    return Order.objects.filter(mine).prefetch_related("lines__product").order_by("-created_at", "-id")
+    return Order.objects.filter(mine).prefetch_related("lines__variant").order_by("-created_at", "-id")
 
 
 def payment_list_unsettled(*, older_than: timedelta) -> QuerySet:
@@ -107,25 +107,25 @@ def payment_list_unsettled(*, older_than: timedelta) -> QuerySet:
     ).order_by("pk")[:500]
 
 
-def order_units_held(*, buyers, product_ids) -> dict[tuple[str, int], int]:
+def order_units_held(*, buyers, variant_ids) -> dict[tuple[str, int], int]:
     """Units each buyer holds of each product across their unpaid and paid orders, by (buyer, product id).
 
     Read by the holder of the products' locks, which every order taking them waits for, so the sums
     stay true until it commits.
     """
-    if not buyers or not product_ids:
+    if not buyers or not variant_ids:
         return {}
     rows = (
         OrderLine.objects.filter(
             order__buyer__in=sorted(buyers),
             order__status__in=[Order.Status.AWAITING_PAYMENT, Order.Status.PAID],
-            product_id__in=sorted(product_ids),
+            variant_id__in=sorted(variant_ids),
         )
         .order_by()
-        .values_list("order__buyer", "product_id")
+        .values_list("order__buyer", "variant_id")
         .annotate(units=Sum("quantity"))
     )
-    return {(buyer, product_id): units for buyer, product_id, units in rows}
+    return {(buyer, variant_id): units for buyer, variant_id, units in rows}
 
 
 def order_count_open_guest(*, client_address: str = "", numbers=()) -> int:

@@ -321,7 +321,7 @@ def _order_for(request, number: str):
 def order_to_cart_view(request, number: str):
     """Put an order's lines back in the cart (after a declined payment, say), to change it and order again."""
     order = _order_for(request, number)
-    for line in order.lines_with_products():
-        cart_set(request.session, sku=line.product.sku, quantity=line.quantity)
+    for line in order.lines_with_variants():
+        cart_set(request.session, sku=line.variant.sku, quantity=line.quantity)
     messages.success(request, f"The items of order {order.number} are back in your cart.")
     return redirect("cart")

@@ -1,28 +1,34 @@
-"""The catalog in the admin: products' catalog fields and soft delete.
+"""The catalog in the admin: products, their variants (the units of stock), categories, options, images.
 
-``inventory.admin`` registers this admin again with the product's stock (columns, filter, inline, initial
-stock): the catalog knows nothing of stock.
+``inventory.admin`` registers the product and variant admins again with stock (columns, filter, inline,
+initial stock, variants generated from options, a product's stock in one list): the catalog knows nothing
+of stock.
 """
 
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
+from django.db.models import Count, Q
+from django.utils.html import format_html
+from treebeard.admin import TreeAdmin
+from treebeard.forms import movenodeform_factory
 
 from core.admin import SoftDeleteAdmin
-from shop.models import Product, sku_normalise
+from shop.images import product_image_check, product_image_thumbnail_make
+from shop.models import Category, Option, OptionValue, Product, ProductImage, ProductVariant, sku_normalise
 
 admin.site.site_header = "Shop administration"
 admin.site.site_title = "Shop admin"
 admin.site.index_title = "Catalog, stock and orders"
 
 
-class ProductAddForm(forms.ModelForm):
+class ProductVariantAddForm(forms.ModelForm):
     class Meta:
-        model = Product
+        model = ProductVariant
         fields = [
             "sku",
+            "product",
             "name",
-            "description",
             "price",
             "max_per_customer",
             "sale_starts_at",
@@ -34,26 +40,35 @@ class ProductAddForm(forms.ModelForm):
             "tax_class",
         ]
         labels = {"sku": "SKU"}
-        help_texts = {"sku": "Letters, digits, '.', '_' or '-'; stored in upper case. It cannot be changed later."}
+        help_texts = {
+            "sku": "Letters, digits, '.', '_' or '-'; stored in upper case. It cannot be changed later.",
+            "product": "Empty: a new product of this name, sold in this one variant.",
+        }
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["product"].required = False
 
     def clean_sku(self):
         """Upper-cased like every SKU; unique among deleted products too (the form's own check skips them)."""
         sku = sku_normalise(self.cleaned_data["sku"])
-        if Product.all_objects.filter(sku=sku).exists():
+        if ProductVariant.all_objects.filter(sku=sku).exists():
             raise ValidationError(
-                'A product with this SKU already exists. If it was deleted, filter "Deleted: Yes" and restore it.'
+                'A variant with this SKU already exists. If it was deleted, filter "Deleted: Yes" and restore it.'
             )
         return sku
 
 
-@admin.register(Product)
-class ProductAdmin(SoftDeleteAdmin):
+@admin.register(ProductVariant)
+class ProductVariantAdmin(SoftDeleteAdmin):
     list_display = ["sku", "name", "price", "is_active", "is_deleted"]
     list_filter = ["is_active"]
     search_fields = ["sku", "name"]
     ordering = ["sku"]
-    add_form = ProductAddForm
-    add_fields = ["sku", "name", "description", "price", "is_active"]
+    autocomplete_fields = ["product"]
+    filter_horizontal = ["option_values"]
+    add_form = ProductVariantAddForm
+    add_fields = ["sku", "product", "name", "price", "is_active"]
     sale_fieldset = (
         "Flash sale",
         {
@@ -87,7 +102,7 @@ class ProductAdmin(SoftDeleteAdmin):
                 self.shipping_fieldset,
             ]
         return [
-            (None, {"fields": ["sku", "name", "description", "price", "is_active"]}),
+            (None, {"fields": ["sku", "product", "name", "option_values", "price", "is_active"]}),
             self.sale_fieldset,
             self.sale_price_fieldset,
             self.shipping_fieldset,
@@ -109,3 +124,95 @@ class ProductAdmin(SoftDeleteAdmin):
         # Only what the form changed: a concurrent delete or restore is not written back.
         elif form.changed_data:
             obj.save(update_fields=[*form.changed_data, "updated_at"])
+
+
+@admin.register(Category)
+class CategoryAdmin(TreeAdmin):
+    """The tree, drag and drop; a category is placed by choosing its parent and neighbour."""
+
+    form = movenodeform_factory(Category)
+    list_display = ["name", "slug"]
+    prepopulated_fields = {"slug": ["name"]}
+    search_fields = ["name"]
+
+
+class OptionValueInline(admin.TabularInline):
+    model = OptionValue
+    fields = ["value", "position"]
+    extra = 3
+
+
+@admin.register(Option)
+class OptionAdmin(admin.ModelAdmin):
+    list_display = ["name", "values_shown"]
+    search_fields = ["name"]
+    inlines = [OptionValueInline]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("values")
+
+    @admin.display(description="values")
+    def values_shown(self, option):
+        return ", ".join(value.value for value in option.values.all())
+
+
+class ProductImageForm(forms.ModelForm):
+    class Meta:
+        model = ProductImage
+        fields = ["image", "alt", "variant", "position"]
+
+    def clean_image(self):
+        """Refused with a message staff can act on: not an image, an unsupported type, too large."""
+        image = self.cleaned_data["image"]
+        if image and "image" in self.changed_data:
+            product_image_check(image)
+        return image
+
+
+class ProductImageInline(admin.TabularInline):
+    model = ProductImage
+    form = ProductImageForm
+    fields = ["image", "preview", "alt", "variant", "position"]
+    readonly_fields = ["preview"]
+    extra = 1
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        """Only this product's variants."""
+        if db_field.name == "variant":
+            product_id = request.resolver_match.kwargs.get("object_id")
+            kwargs["queryset"] = ProductVariant.objects.filter(product_id=product_id or 0)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    @admin.display(description="thumbnail")
+    def preview(self, image):
+        if not image.thumbnail:
+            return "-"
+        return format_html('<img src="{}" alt="{}" width="80">', image.thumbnail.url, image.alt)
+
+
+@admin.register(Product)
+class ProductAdmin(SoftDeleteAdmin):
+    """What customers browse; its variants are listed and made on the variant and stock pages."""
+
+    list_display = ["name", "category", "variant_count", "is_deleted"]
+    list_filter = ["category"]
+    list_select_related = ["category"]
+    search_fields = ["name", "variants__sku"]
+    ordering = ["name"]
+    fields = ["name", "description", "category"]
+    inlines = [ProductImageInline]
+
+    def get_queryset(self, request):
+        alive = Count("variants", filter=Q(variants__is_deleted=False))
+        return super().get_queryset(request).annotate(variants_alive=alive)
+
+    @admin.display(description="variants", ordering="variants_alive")
+    def variant_count(self, product):
+        return product.variants_alive
+
+    def save_formset(self, request, form, formset, change):
+        """New images get their thumbnail, made once here."""
+        super().save_formset(request, form, formset, change)
+        if formset.model is ProductImage:
+            for image in formset.new_objects + [obj for obj, _ in formset.changed_objects]:
+                product_image_thumbnail_make(image)

@@ -8,16 +8,26 @@ from rest_framework.views import APIView
 
 from core.api import ErrorSerializer, StrictIntegerField
 from shop.models import SKU_MAX_LENGTH
-from shop.selectors import product_find_for_catalog, product_list_for_catalog
-from shop.services import product_sale_terms_set
+from shop.selectors import variant_find_for_catalog, variant_list_for_catalog
+from shop.services import variant_sale_terms_set
 
 ORDERINGS = ["sku", "-sku", "name", "-name", "price", "-price", "available", "-available"]
 
 
-class ProductOutputSerializer(serializers.Serializer):
-    sku = serializers.CharField()
+class ProductSummarySerializer(serializers.Serializer):
+    id = serializers.IntegerField()
     name = serializers.CharField()
-    description = serializers.CharField()
+    category = serializers.CharField(source="category.slug", allow_null=True, help_text="Its main category's slug.")
+
+
+class ProductOutputSerializer(serializers.Serializer):
+    """One variant (one SKU, the unit of stock) with the product it belongs to."""
+
+    sku = serializers.CharField()
+    name = serializers.CharField(help_text="The product's name with the variant's option values.")
+    product = ProductSummarySerializer()
+    options = serializers.SerializerMethodField(help_text='The variant\'s option values: {"Size": "42"}.')
+    description = serializers.CharField(source="product.description")
     price = serializers.DecimalField(max_digits=12, decimal_places=2, help_text="The regular price.")
     price_now = serializers.DecimalField(
         max_digits=12, decimal_places=2, help_text="What an order placed now is charged: the sale price in its window."
@@ -36,8 +46,11 @@ class ProductOutputSerializer(serializers.Serializer):
         allow_null=True, help_text="Units one customer may hold across unpaid and paid orders; null: no limit."
     )
 
-    def get_sold_out(self, product) -> bool:
-        return product.available <= 0
+    def get_options(self, variant) -> dict[str, str]:
+        return {value.option.name: value.value for value in variant.option_values.all()}
+
+    def get_sold_out(self, variant) -> bool:
+        return variant.available <= 0
 
 
 class ProductPermission(BasePermission):
@@ -49,7 +62,7 @@ class ProductPermission(BasePermission):
     def has_permission(self, request, view):
         if request.method != "PATCH":
             return True
-        return bool(request.user and request.user.is_staff and request.user.has_perm("shop.change_product"))
+        return bool(request.user and request.user.is_staff and request.user.has_perm("shop.change_productvariant"))
 
 
 class ProductListApi(generics.ListAPIView):
@@ -87,7 +100,7 @@ class ProductListApi(generics.ListAPIView):
         filters = self.ProductFilterSerializer(data=self.request.query_params)
         filters.is_valid(raise_exception=True)
         data = filters.validated_data
-        return product_list_for_catalog(
+        return variant_list_for_catalog(
             sku=data.get("sku"),
             search=data.get("search"),
             in_stock={"true": True, "false": False}.get(data.get("in_stock", "")),
@@ -130,7 +143,7 @@ class ProductDetailApi(APIView):
         },
     )
     def get(self, request, sku: str):
-        return Response(ProductOutputSerializer(_product_of(sku)).data)
+        return Response(ProductOutputSerializer(_variant_of(sku)).data)
 
     @extend_schema(
         operation_id="products_update",
@@ -139,20 +152,22 @@ class ProductDetailApi(APIView):
             200: ProductOutputSerializer,
             400: OpenApiResponse(ErrorSerializer, description="invalid_input, malformed_json"),
             401: OpenApiResponse(ErrorSerializer, description="not_authenticated, authentication_failed"),
-            403: OpenApiResponse(ErrorSerializer, description="permission_denied: staff with change_product only"),
+            403: OpenApiResponse(
+                ErrorSerializer, description="permission_denied: staff with change_productvariant only"
+            ),
             404: OpenApiResponse(ErrorSerializer, description="not_found: no product for sale with this SKU"),
         },
     )
     def patch(self, request, sku: str):
-        product = _product_of(sku)
+        variant = _variant_of(sku)
         data = self.ProductSaleTermsInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        product_sale_terms_set(product=product, **data.validated_data)
-        return Response(ProductOutputSerializer(_product_of(sku)).data)
+        variant_sale_terms_set(variant=variant, **data.validated_data)
+        return Response(ProductOutputSerializer(_variant_of(sku)).data)
 
 
-def _product_of(sku: str):
-    product = product_find_for_catalog(sku=sku)
-    if product is None:
+def _variant_of(sku: str):
+    variant = variant_find_for_catalog(sku=sku)
+    if variant is None:
         raise NotFound("No product for sale with this SKU.")
-    return product
+    return variant

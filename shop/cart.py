@@ -29,15 +29,15 @@ def cart_clear(session) -> None:
     session.pop(SESSION_KEY, None)
 
 
-def cart_most(product) -> int:
+def cart_most(variant) -> int:
     """The most of ``product`` a cart line can hold now: the per-line cap, its limit per customer and what
     is available (``product.available``, as the catalog annotates it)."""
     return max(
-        0, min(settings.MAX_LINE_QUANTITY, product.max_per_customer or settings.MAX_LINE_QUANTITY, product.available)
+        0, min(settings.MAX_LINE_QUANTITY, variant.max_per_customer or settings.MAX_LINE_QUANTITY, variant.available)
     )
 
 
-def cart_line_change(session, *, product, quantity, add: bool) -> int:
+def cart_line_change(session, *, variant, quantity, add: bool) -> int:
     """Add ``quantity`` of ``product`` to its line (``add``), or set the line to it (0 removes it); the
     quantity the line holds afterwards.
 
@@ -45,30 +45,30 @@ def cart_line_change(session, *, product, quantity, add: bool) -> int:
     could never sell: not a whole number, below 1 to add (below 0 to set), or a line beyond the per-line
     cap, the limit per customer or what is available now. The cart is unchanged then.
     """
-    in_cart = cart_get(session).get(product.sku, 0)
+    in_cart = cart_get(session).get(variant.sku, 0)
     text = str(quantity).strip()
     if not WHOLE_NUMBER.fullmatch(text):
-        raise _refused(product, "the quantity must be a whole number", in_cart=in_cart, add=add)
+        raise _refused(variant, "the quantity must be a whole number", in_cart=in_cart, add=add)
     wanted = int(text)
     if wanted < (1 if add else 0):
         raise _refused(
-            product, "add at least 1" if add else "the quantity cannot be negative", in_cart=in_cart, add=add
+            variant, "add at least 1" if add else "the quantity cannot be negative", in_cart=in_cart, add=add
         )
     line = in_cart + wanted if add else wanted
     if line > settings.MAX_LINE_QUANTITY:
-        raise _refused(product, f"at most {settings.MAX_LINE_QUANTITY} per order line", in_cart=in_cart, add=add)
-    if product.max_per_customer is not None and line > product.max_per_customer:
-        raise _refused(product, f"at most {product.max_per_customer} per customer", in_cart=in_cart, add=add)
-    if line > product.available:
-        raise _refused(product, f"only {max(0, product.available)} available now", in_cart=in_cart, add=add)
-    cart_set(session, sku=product.sku, quantity=line)
+        raise _refused(variant, f"at most {settings.MAX_LINE_QUANTITY} per order line", in_cart=in_cart, add=add)
+    if variant.max_per_customer is not None and line > variant.max_per_customer:
+        raise _refused(variant, f"at most {variant.max_per_customer} per customer", in_cart=in_cart, add=add)
+    if line > variant.available:
+        raise _refused(variant, f"only {max(0, variant.available)} available now", in_cart=in_cart, add=add)
+    cart_set(session, sku=variant.sku, quantity=line)
     return line
 
 
-def _refused(product, reason: str, *, in_cart: int, add: bool) -> InvalidQuantity:
-    most = cart_most(product)
+def _refused(variant, reason: str, *, in_cart: int, add: bool) -> InvalidQuantity:
+    most = cart_most(variant)
     if add and in_cart:
         can = f"you can add at most {max(0, most - in_cart)} more ({in_cart} already in your cart)"
     else:
         can = f"you can have at most {most}"
-    return InvalidQuantity(f"{product.name}: {reason}; {can}.", sku=product.sku, most=most, in_cart=in_cart)
+    return InvalidQuantity(f"{variant.name}: {reason}; {can}.", sku=variant.sku, most=most, in_cart=in_cart)

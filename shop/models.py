@@ -2,9 +2,10 @@ from decimal import Decimal
 
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
+from treebeard.mp_tree import MP_Node
 
 from core.errors import InvalidInput
-from core.models import BaseModel
+from core.models import BaseModel, TimestampedModel
 
 SKU_MAX_LENGTH = 64
 
@@ -26,11 +27,85 @@ def sku_normalise(value, *, field: str = "sku") -> str:
     return value.strip().upper()
 
 
+class Category(MP_Node, TimestampedModel):
+    """A node of the catalog's category tree (materialised path: a category page reads its ancestors for the
+    breadcrumbs and its descendants' products with one indexed prefix match each)."""
+
+    name = models.CharField(max_length=100)
+    slug = models.SlugField(max_length=100, unique=True)
+    description = models.TextField(blank=True)
+
+    node_order_by = ["name"]
+
+    class Meta:
+        verbose_name_plural = "categories"
+
+    def __str__(self):
+        return self.name
+
+
 class Product(BaseModel):
-    # Unique across deleted rows too, so a restored product never collides with a newer one.
-    sku = models.CharField(max_length=SKU_MAX_LENGTH, unique=True, validators=[sku_validator])
+    """What a customer browses: a name, a description, a category and images, sold as one or more
+    ``ProductVariant``s. Nothing here is stock: a product is never locked, reserved or ordered itself."""
+
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
+    category = models.ForeignKey(
+        Category,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="products",
+        help_text="Its main category.",
+    )
+
+    class Meta(BaseModel.Meta):
+        ordering = ["name", "id"]
+
+    def __str__(self):
+        return self.name
+
+
+class Option(TimestampedModel):
+    """Something variants of a product differ in, such as size or colour."""
+
+    name = models.CharField(max_length=50, unique=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class OptionValue(TimestampedModel):
+    """One value of an option (size 42, colour black); ``position`` orders the picker's buttons."""
+
+    option = models.ForeignKey(Option, on_delete=models.PROTECT, related_name="values")
+    value = models.CharField(max_length=50)
+    position = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["option__name", "position", "value"]
+        constraints = [models.UniqueConstraint(fields=["option", "value"], name="option_value_unique")]
+
+    def __str__(self):
+        return f"{self.option.name} {self.value}"
+
+
+class ProductVariant(BaseModel):
+    """The unit of stock: one SKU of a product, in one combination of option values.
+
+    Stock, locks, reservations, order lines and the stock ledger are all keyed by the variant (its SKU).
+    A product sold in one form has one variant.
+    """
+
+    product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="variants")
+    option_values = models.ManyToManyField(OptionValue, blank=True, related_name="variants")
+    # Unique across deleted rows too, so a restored variant never collides with a newer one.
+    sku = models.CharField(max_length=SKU_MAX_LENGTH, unique=True, validators=[sku_validator])
+    # What the cart and the order line call it: the product's name with the variant's option values.
+    name = models.CharField(max_length=200)
     price = models.DecimalField(max_digits=12, decimal_places=2, validators=[MinValueValidator(Decimal("0"))])
     is_active = models.BooleanField(default=True)
     # The most units one customer may hold across their unpaid and paid orders; empty: no limit.
@@ -85,3 +160,27 @@ class Product(BaseModel):
 
     def __str__(self):
         return f"{self.sku} {self.name}"
+
+
+def image_upload_to(image, filename: str) -> str:
+    return f"products/{image.product_id}/{filename}"
+
+
+class ProductImage(BaseModel):
+    """A picture of a product; tied to a variant, it is the one shown when that variant is picked (the
+    black one shows black). ``thumbnail`` is made once, when the image is added."""
+
+    product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="images")
+    variant = models.ForeignKey(ProductVariant, null=True, blank=True, on_delete=models.PROTECT, related_name="images")
+    image = models.ImageField(upload_to=image_upload_to, width_field="width", height_field="height")
+    width = models.PositiveIntegerField(editable=False, default=0)
+    height = models.PositiveIntegerField(editable=False, default=0)
+    thumbnail = models.ImageField(upload_to="products/thumbnails/", editable=False, blank=True)
+    alt = models.CharField(max_length=200, help_text="What the picture shows, for those who cannot see it.")
+    position = models.PositiveSmallIntegerField(default=0)
+
+    class Meta(BaseModel.Meta):
+        ordering = ["position", "id"]
+
+    def __str__(self):
+        return self.alt

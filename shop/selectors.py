@@ -4,16 +4,29 @@ from decimal import Decimal
 from typing import NamedTuple
 
 from django.db import connection
-from django.db.models import BooleanField, Case, ExpressionWrapper, F, Q, QuerySet, When
+from django.db.models import (
+    BooleanField,
+    Case,
+    Exists,
+    ExpressionWrapper,
+    F,
+    OuterRef,
+    Prefetch,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    When,
+)
 from django.db.models.functions import Coalesce, Now
 
 from core.db import select_in, select_in_statement
 from core.errors import InvalidInput
 from shop.errors import ProductUnavailable, SaleNotStarted, UnknownProduct
-from shop.models import Product, sku_normalise
+from shop.models import Category, OptionValue, Product, ProductImage, ProductVariant, sku_normalise
 
 
-class OrderableProduct(NamedTuple):
+class OrderableVariant(NamedTuple):
     """What placing an order needs of a product: its id, its price now and its limit per customer, the
     name its buyer is shown, and what its price and shipping depend on."""
 
@@ -26,7 +39,7 @@ class OrderableProduct(NamedTuple):
     tax_class_id: int | None = None
 
 
-class ProductForSale(NamedTuple):
+class VariantForSale(NamedTuple):
     pk: int
     price: Decimal
     for_sale: bool  # active and not deleted
@@ -41,24 +54,24 @@ class ProductForSale(NamedTuple):
     sale_price_until: datetime | None = None
 
 
-def price_in_force(product, *, now: datetime) -> Decimal:
+def price_in_force(variant, *, now: datetime) -> Decimal:
     """What ``product`` costs at ``now``: its sale price inside the sale's window (from its start, before its
     end), else its price. The one place the rule lives; ``product_list_for_catalog`` says it in SQL."""
-    if product.sale_price is None:
-        return product.price
-    if product.sale_price_from is not None and now < product.sale_price_from:
-        return product.price
-    if product.sale_price_until is not None and now >= product.sale_price_until:
-        return product.price
-    return product.sale_price
+    if variant.sale_price is None:
+        return variant.price
+    if variant.sale_price_from is not None and now < variant.sale_price_from:
+        return variant.price
+    if variant.sale_price_until is not None and now >= variant.sale_price_until:
+        return variant.price
+    return variant.sale_price
 
 
-def product_map_orderable(*, skus: Iterable[str], now: datetime) -> dict[str, OrderableProduct]:
+def variant_map_orderable(*, skus: Iterable[str], now: datetime) -> dict[str, OrderableVariant]:
     """Products by SKU, refusing unknown SKUs and products that are inactive, deleted or not on sale yet."""
-    return products_orderable(product_map_for_sale(skus=skus), skus=skus, now=now)
+    return variants_orderable(variant_map_for_sale(skus=skus), skus=skus, now=now)
 
 
-def product_map_for_sale(*, skus: Iterable[str]) -> dict[str, ProductForSale]:
+def variant_map_for_sale(*, skus: Iterable[str]) -> dict[str, VariantForSale]:
     """The products these SKUs name, by SKU, and whether each is for sale; unknown SKUs are missing.
 
     Plain SQL: a lock holder reads this once per batch of orders, every queued buyer waits for it,
@@ -68,7 +81,7 @@ def product_map_for_sale(*, skus: Iterable[str]) -> dict[str, ProductForSale]:
     skus = sorted(set(skus))
     if not skus:
         return {}
-    return products_for_sale_from_rows(select_in(Product, _FOR_SALE_COLUMNS, sku=skus))
+    return variants_for_sale_from_rows(select_in(ProductVariant, _FOR_SALE_COLUMNS, sku=skus))
 
 
 _FOR_SALE_COLUMNS = (
@@ -77,21 +90,21 @@ _FOR_SALE_COLUMNS = (
 )
 
 
-def products_for_sale_statement(*, skus: Iterable[str]) -> tuple[str, list]:
+def variants_for_sale_statement(*, skus: Iterable[str]) -> tuple[str, list]:
     """``product_map_for_sale``'s statement (at least one SKU), for ``statements_run``; its rows go to
     ``products_for_sale_from_rows``."""
-    return select_in_statement(Product, _FOR_SALE_COLUMNS, sku=sorted(set(skus)))
+    return select_in_statement(ProductVariant, _FOR_SALE_COLUMNS, sku=sorted(set(skus)))
 
 
-def products_for_sale_from_rows(rows) -> dict[str, ProductForSale]:
+def variants_for_sale_from_rows(rows) -> dict[str, VariantForSale]:
     """``product_map_for_sale``'s answer from the rows its statement returned."""
-    price = Product._meta.get_field("price")
+    price = ProductVariant._meta.get_field("price")
 
     def when(value):
         return None if value is None else connection.ops.convert_datetimefield_value(value, None, connection)
 
     return {
-        sku: ProductForSale(
+        sku: VariantForSale(
             pk,
             price.to_python(value),
             bool(is_active) and not is_deleted,
@@ -112,9 +125,9 @@ def products_for_sale_from_rows(rows) -> dict[str, ProductForSale]:
     }  # fmt: skip
 
 
-def products_orderable(
-    found: dict[str, ProductForSale], *, skus: Iterable[str], now: datetime
-) -> dict[str, OrderableProduct]:
+def variants_orderable(
+    found: dict[str, VariantForSale], *, skus: Iterable[str], now: datetime
+) -> dict[str, OrderableVariant]:
     """The ``found`` products of ``skus``, refused if one cannot be ordered at ``now``.
 
     ``UnknownProduct``, ``ProductUnavailable``, or ``SaleNotStarted`` for the first line whose sale opens later.
@@ -130,7 +143,7 @@ def products_orderable(
         if found[sku].sale_starts_at is not None and now < found[sku].sale_starts_at:
             raise SaleNotStarted(sku=sku, starts_at=found[sku].sale_starts_at.isoformat())
     return {
-        sku: OrderableProduct(
+        sku: OrderableVariant(
             found[sku].pk,
             price_in_force(found[sku], now=now),
             found[sku].max_per_customer,
@@ -143,11 +156,11 @@ def products_orderable(
     }
 
 
-def product_get_for_stock(*, sku: str) -> Product:
+def variant_get_for_stock(*, sku: str) -> ProductVariant:
     """A product staff may restock or adjust: any that is not deleted, active or not."""
     try:
-        return Product.objects.get(sku=sku)
-    except Product.DoesNotExist:
+        return ProductVariant.objects.get(sku=sku)
+    except ProductVariant.DoesNotExist:
         raise UnknownProduct(skus=[sku]) from None
 
 
@@ -159,18 +172,19 @@ _SALE_PRICE_IN_FORCE = (
 )
 
 
-def product_list_for_catalog(
+def variant_list_for_catalog(
     *, sku: str | None = None, search: str | None = None, in_stock: bool | None = None, ordering: str = "sku"
-) -> QuerySet[Product]:
+) -> QuerySet[ProductVariant]:
     """Products for sale with their stock counters, filtered and ordered.
 
     Annotated: ``available`` units; ``sale_open``, whether orders are taken now; ``price_now``, the price
     an order placed now is charged, and ``on_sale``, whether that is the sale price (both on the
     database's clock, as placing an order decides them).
     """
-    products = (
-        Product.objects.filter(is_active=True)
-        .select_related("stock")
+    variants = (
+        ProductVariant.objects.filter(is_active=True, product__is_deleted=False)
+        .select_related("stock", "product__category")
+        .prefetch_related("option_values__option")
         .annotate(
             available=Coalesce(F("stock__on_hand") - F("stock__reserved"), 0),
             sale_open=ExpressionWrapper(
@@ -181,16 +195,16 @@ def product_list_for_catalog(
         )
     )
     if sku:
-        products = products.filter(sku=sku_normalise(sku))
+        variants = variants.filter(sku=sku_normalise(sku))
     if search:
-        products = products.filter(name__icontains=search)
+        variants = variants.filter(name__icontains=search)
     if in_stock is not None:
-        products = products.filter(available__gt=0) if in_stock else products.filter(available__lte=0)
+        variants = variants.filter(available__gt=0) if in_stock else variants.filter(available__lte=0)
     # By price is by the price an order placed now is charged.
-    return products.order_by(ordering.replace("price", "price_now"), "sku")
+    return variants.order_by(ordering.replace("price", "price_now"), "sku")
 
 
-def product_names(*, skus: Iterable[str]) -> dict[str, str]:
+def variant_names(*, skus: Iterable[str]) -> dict[str, str]:
     """Products' names by SKU, of those no longer for sale (inactive or deleted) too: a buyer is told by name
     what left the catalog. SKUs are matched in any case."""
     normalised = set()
@@ -199,13 +213,118 @@ def product_names(*, skus: Iterable[str]) -> dict[str, str]:
             normalised.add(sku_normalise(sku))
         except InvalidInput:
             pass  # no product could have it
-    return dict(Product.all_objects.filter(sku__in=sorted(normalised)).values_list("sku", "name"))
+    return dict(ProductVariant.all_objects.filter(sku__in=sorted(normalised)).values_list("sku", "name"))
 
 
-def product_find_for_catalog(*, sku: str) -> Product | None:
+def variant_find_for_catalog(*, sku: str) -> ProductVariant | None:
     """The product for sale with this SKU (in any case); None for a SKU no product has."""
     try:
         sku = sku_normalise(sku)
     except InvalidInput:
         return None  # no product could have it
-    return product_list_for_catalog().filter(sku=sku).first()
+    return variant_list_for_catalog().filter(sku=sku).first()
+
+
+PRODUCT_ORDERINGS = {"name": ["name", "id"], "price": ["price_from", "id"], "-price": ["-price_from", "id"],
+                     "newest": ["-created_at", "-id"]}  # fmt: skip
+SEARCH_MATCHES_MAX = 1000
+
+
+def product_list_for_catalog(
+    *,
+    category: Category | None = None,
+    search: str | None = None,
+    in_stock: bool | None = None,
+    price_min: Decimal | None = None,
+    price_max: Decimal | None = None,
+    option_values: Iterable[OptionValue] = (),
+    ordering: str = "name",
+) -> QuerySet[Product]:
+    """Products with a variant for sale that passes the filters, for the catalog and category pages.
+
+    A product is listed when one of its variants is in the category's subtree, matches the search, is in
+    stock, costs within the range now and has every chosen option value (values of one option are
+    alternatives: size 42 or 43, in black). Annotated: ``price_from``, the least such variant's price now;
+    ``available``, their units; prefetched: ``for_sale``, those variants, and ``pictures``, its images.
+    """
+    variants = variant_list_for_catalog()
+    by_option: dict[int, list[int]] = {}
+    for value in option_values:
+        by_option.setdefault(value.option_id, []).append(value.pk)
+    for value_ids in by_option.values():
+        variants = variants.filter(Exists(ProductVariant.option_values.through.objects.filter(
+            productvariant_id=OuterRef("pk"), optionvalue_id__in=value_ids)))  # fmt: skip
+    if in_stock is not None:
+        variants = variants.filter(available__gt=0) if in_stock else variants.filter(available__lte=0)
+    if price_min is not None:
+        variants = variants.filter(price_now__gte=price_min)
+    if price_max is not None:
+        variants = variants.filter(price_now__lte=price_max)
+    if search:
+        variants = variants.filter(product_id__in=product_ids_matching(search))
+    if category is not None:
+        variants = variants.filter(product__category__path__startswith=category.path)
+    of_product = variants.filter(product_id=OuterRef("pk")).order_by()
+    products = (
+        Product.objects.filter(Exists(of_product))
+        .select_related("category")
+        .annotate(
+            price_from=Subquery(of_product.order_by("price_now").values("price_now")[:1]),
+            available=Subquery(of_product.values("product_id").annotate(units=Sum("available")).values("units")[:1]),
+        )
+        .prefetch_related(
+            Prefetch("variants", queryset=variants.order_by("sku"), to_attr="for_sale"),
+            Prefetch("images", queryset=ProductImage.objects.order_by("position", "id"), to_attr="pictures"),
+        )
+    )
+    return products.order_by(*PRODUCT_ORDERINGS.get(ordering, PRODUCT_ORDERINGS["name"]))
+
+
+def product_ids_matching(search: str) -> list[int]:
+    """Ids of the products whose name has every word of ``search`` (a word's start matches: "sneak" finds
+    "sneakers"), or one of whose variants' SKUs starts with it. Both lookups use an index: MariaDB's
+    FULLTEXT index on the name, the unique index on the SKU. At most ``SEARCH_MATCHES_MAX``."""
+    words = [word for word in "".join(c if c.isalnum() else " " for c in search).split() if len(word) >= 2][:8]
+    if connection.vendor == "mysql" and words:
+        terms = " ".join(f"+{word}*" for word in words)
+        by_name = Product.objects.extra(where=["MATCH(name) AGAINST (%s IN BOOLEAN MODE)"], params=[terms])
+    else:
+        by_name = Product.objects.all()
+        for word in words:
+            by_name = by_name.filter(name__icontains=word)
+        if not words:
+            by_name = Product.objects.none()
+    ids = set(by_name.values_list("pk", flat=True)[:SEARCH_MATCHES_MAX])
+    sku = search.strip().upper()
+    if sku and len(sku) <= 64:
+        ids |= set(
+            ProductVariant.objects.filter(sku__startswith=sku).values_list("product_id", flat=True)[:SEARCH_MATCHES_MAX]
+        )
+    return sorted(ids)[:SEARCH_MATCHES_MAX]
+
+
+class PickerChoice(NamedTuple):
+    value: str
+    sku: str | None  # the variant picking it leads to; None: no such combination
+    sold_out: bool
+    current: bool
+
+
+def variant_picker(current: ProductVariant, siblings: list[ProductVariant]) -> list[tuple[str, list[PickerChoice]]]:
+    """The product page's buttons: per option, each value, leading to the variant that has it with the
+    current variant's other values (sold out ones shown, to be disabled). Variants come annotated with
+    ``available`` and prefetched option values, as ``variant_list_for_catalog`` gives them."""
+    values_of = {variant.pk: {value.option: value for value in variant.option_values.all()} for variant in siblings}
+    mine = values_of.get(current.pk, {})
+    options = sorted({option for values in values_of.values() for option in values}, key=lambda o: o.name)
+    rows = []
+    for option in options:
+        values = sorted({v[option] for v in values_of.values() if option in v}, key=lambda v: (v.position, v.value))
+        choices = []
+        for value in values:
+            wanted = {**mine, option: value}
+            target = next((v for v in siblings if values_of[v.pk] == wanted), None)
+            sold_out = target is not None and (target.available <= 0 or not target.sale_open)
+            choices.append(PickerChoice(value.value, target and target.sku, sold_out, value == mine.get(option)))
+        rows.append((option.name, choices))
+    return rows

@@ -6,20 +6,20 @@ from decimal import Decimal
 from django.utils import timezone
 
 from core.errors import InvalidInput
-from shop.models import Product
+from shop.models import ProductVariant
 
 _UNSET = object()
 
 
-def product_sale_terms_set(
+def variant_sale_terms_set(
     *,
-    product: Product,
+    variant: ProductVariant,
     max_per_customer=_UNSET,
     sale_starts_at=_UNSET,
     sale_price=_UNSET,
     sale_price_from=_UNSET,
     sale_price_until=_UNSET,
-) -> Product:
+) -> ProductVariant:
     """Set a product's limit per customer, sale start and sale price with its window (None clears any);
     what is not given stays.
 
@@ -35,7 +35,7 @@ def product_sale_terms_set(
     }
     changes: dict[str, int | Decimal | datetime | None] = {k: v for k, v in given.items() if v is not _UNSET}
     terms = {
-        name: changes.get(name, getattr(product, name))
+        name: changes.get(name, getattr(variant, name))
         for name in ("sale_price", "sale_price_from", "sale_price_until")
     }
     if terms["sale_price"] is None and (terms["sale_price_from"] or terms["sale_price_until"]):
@@ -43,5 +43,5 @@ def product_sale_terms_set(
     if terms["sale_price_from"] and terms["sale_price_until"] and terms["sale_price_until"] <= terms["sale_price_from"]:
         raise InvalidInput(fields={"sale_price_until": "The sale price must end after it starts."})
     if changes:
-        Product.objects.filter(pk=product.pk).update(**changes, updated_at=timezone.now())
-    return Product.objects.get(pk=product.pk)
+        ProductVariant.objects.filter(pk=variant.pk).update(**changes, updated_at=timezone.now())
+    return ProductVariant.objects.get(pk=variant.pk)

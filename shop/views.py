@@ -2,47 +2,124 @@
 
 import math
 
+from django import forms
 from django.contrib import messages
+from django.core.paginator import Paginator
 from django.http import Http404
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from core.clock import db_now
 from core.errors import InvalidQuantity
 from shop.cart import cart_get, cart_line_change, cart_most, cart_set
-from shop.selectors import product_find_for_catalog, product_list_for_catalog, product_names
+from shop.models import Category, OptionValue
+from shop.selectors import (
+    product_list_for_catalog,
+    variant_find_for_catalog,
+    variant_list_for_catalog,
+    variant_names,
+    variant_picker,
+)
+
+PRODUCTS_PER_PAGE = 24
+
+
+class CatalogFilterForm(forms.Form):
+    """The catalog's filters, from the query string; a value that is not valid is ignored."""
+
+    q = forms.CharField(required=False, max_length=100, label="Search")
+    in_stock = forms.BooleanField(required=False, label="In stock only")
+    price_min = forms.DecimalField(required=False, min_value=0, max_digits=12, decimal_places=2, label="From")
+    price_max = forms.DecimalField(required=False, min_value=0, max_digits=12, decimal_places=2, label="To")
+    value = forms.ModelMultipleChoiceField(
+        queryset=OptionValue.objects.select_related("option"), required=False, widget=forms.CheckboxSelectMultiple
+    )
+    sort = forms.ChoiceField(
+        required=False,
+        choices=[
+            ("name", "Name"),
+            ("price", "Price, low to high"),
+            ("-price", "Price, high to low"),
+            ("newest", "Newest"),
+        ],
+    )
 
 
 def catalog(request):
-    return render(request, "shop/catalog.html", {"products": product_list_for_catalog()})
+    return _product_list(request, "shop/catalog.html", category=None)
+
+
+def category_detail(request, slug: str):
+    category = get_object_or_404(Category, slug=slug)
+    return _product_list(request, "shop/catalog.html", category=category)
+
+
+def _product_list(request, template: str, *, category):
+    form = CatalogFilterForm(request.GET or None)
+    filters = {name: value for name, value in (form.cleaned_data if form.is_valid() else {}).items()}
+    products = product_list_for_catalog(
+        category=category,
+        search=filters.get("q"),
+        in_stock=True if filters.get("in_stock") else None,
+        price_min=filters.get("price_min"),
+        price_max=filters.get("price_max"),
+        option_values=filters.get("value") or (),
+        ordering=filters.get("sort") or "name",
+    )
+    page = Paginator(products, PRODUCTS_PER_PAGE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {
+        "page": page,
+        "products": page.object_list,
+        "form": form,
+        "query": query.urlencode(),
+        "category": category,
+        "breadcrumbs": category.get_ancestors() if category else [],
+        "categories": (category.get_children() if category else Category.get_root_nodes()),
+    }
+    return render(request, template, context)
 
 
 def product_detail(request, sku: str):
-    product = product_find_for_catalog(sku=sku)
-    if product is None:
+    """A product's page, showing the variant ``sku`` names; the picker leads to its other variants."""
+    variant = variant_find_for_catalog(sku=sku)
+    if variant is None:
         raise Http404("No product for sale with this SKU.")
+    siblings = list(variant_list_for_catalog().filter(product_id=variant.product_id))
+    product = variant.product
+    images = sorted(product.images.all(), key=lambda image: (image.variant_id != variant.pk, image.position, image.pk))
     # Counted down by the page from the server's (database's) clock, not the visitor's.
-    opens_in = 0 if product.sale_open else max(1, math.ceil((product.sale_starts_at - db_now()).total_seconds()))
-    return render(request, "shop/product.html", {"product": product, "most": cart_most(product), "opens_in": opens_in})
+    opens_in = 0 if variant.sale_open else max(1, math.ceil((variant.sale_starts_at - db_now()).total_seconds()))
+    context = {
+        "product": variant,
+        "parent": product,
+        "picker": variant_picker(variant, siblings),
+        "images": [image for image in images if image.variant_id in (None, variant.pk)],
+        "breadcrumbs": [*product.category.get_ancestors(), product.category] if product.category else [],
+        "most": cart_most(variant),
+        "opens_in": opens_in,
+    }
+    return render(request, "shop/product.html", context)
 
 
 @require_POST
 def cart_add_view(request, sku: str):
-    product = product_find_for_catalog(sku=sku)
-    if product is None:
+    variant = variant_find_for_catalog(sku=sku)
+    if variant is None:
         messages.error(request, f"{_name_of(sku)} is no longer for sale.")
         return redirect("catalog")
-    if not product.sale_open:
-        messages.error(request, f"The sale of {product.name} has not started yet.")
-        return redirect("product", sku=product.sku)
+    if not variant.sale_open:
+        messages.error(request, f"The sale of {variant.name} has not started yet.")
+        return redirect("product", sku=variant.sku)
     try:
         in_cart = cart_line_change(
-            request.session, product=product, quantity=request.POST.get("quantity", ""), add=True
+            request.session, variant=variant, quantity=request.POST.get("quantity", ""), add=True
         )
     except InvalidQuantity as exc:
         messages.error(request, exc.explain())
-        return redirect("product", sku=product.sku)
-    messages.success(request, f"{product.name}: {in_cart} in your cart.")
+        return redirect("product", sku=variant.sku)
+    messages.success(request, f"{variant.name}: {in_cart} in your cart.")
     return redirect("cart")
 
 
@@ -54,13 +131,13 @@ def cart_view(request):
 @require_POST
 def cart_update_view(request, sku: str):
     """Set a line's quantity; the remove button posts 0."""
-    product = product_find_for_catalog(sku=sku)
-    if product is None:
+    variant = variant_find_for_catalog(sku=sku)
+    if variant is None:
         cart_set(request.session, sku=sku, quantity=0)
         messages.warning(request, f"{_name_of(sku)} is no longer for sale and is not in your cart.")
         return redirect("cart")
     try:
-        cart_line_change(request.session, product=product, quantity=request.POST.get("quantity", ""), add=False)
+        cart_line_change(request.session, variant=variant, quantity=request.POST.get("quantity", ""), add=False)
     except InvalidQuantity as exc:
         messages.error(request, exc.explain())
     return redirect("cart")
@@ -69,21 +146,21 @@ def cart_update_view(request, sku: str):
 def cart_lines(request) -> list[dict]:
     """Cart lines with their products; products no longer for sale leave the cart, and the visitor is told."""
     cart = cart_get(request.session)
-    products = {p.sku: p for p in product_list_for_catalog().filter(sku__in=list(cart))}
-    gone = product_names(skus=[sku for sku in cart if sku not in products])
+    variants = {p.sku: p for p in variant_list_for_catalog().filter(sku__in=list(cart))}
+    gone = variant_names(skus=[sku for sku in cart if sku not in variants])
     lines = []
     for sku, quantity in sorted(cart.items()):
-        product = products.get(sku)
-        if product is None:
+        variant = variants.get(sku)
+        if variant is None:
             cart_set(request.session, sku=sku, quantity=0)
             messages.warning(
                 request, f"{gone.get(sku, 'An item')} is no longer for sale and was removed from your cart."
             )
         else:
-            lines.append({"product": product, "quantity": quantity, "total": product.price_now * quantity})
+            lines.append({"product": variant, "quantity": quantity, "total": variant.price_now * quantity})
     return lines
 
 
 def _name_of(sku: str) -> str:
     """The name of the product ``sku`` names, in or out of the catalog; "An item" if none does."""
-    return next(iter(product_names(skus=[sku]).values()), "An item")
+    return next(iter(variant_names(skus=[sku]).values()), "An item")

@@ -20,7 +20,7 @@ from orders.payments.local import LOCAL_OUTCOMES, LOCAL_WEBHOOK_SEND, LocalProvi
 from orders.payments.stripe import webhook_sign
 from orders.services import order_pay, payment_event_process, payment_event_receive
 from shipping.models import ShippingMethod, ShippingZone
-from shop.models import Product
+from shop.models import Product, ProductVariant
 from tax.models import TaxClass, TaxRate
 
 _sku_numbers = itertools.count(1)
@@ -60,19 +60,31 @@ def clean_throttles():
 
 
 @pytest.fixture
-def make_product(db):
-    """Create a product, with ``stock`` units received through the service (so the ledger has them).
+def make_variant(db):
+    """Create a variant (of a new product of its name unless ``product`` is given), with ``stock`` units
+    received through the service (so the ledger has them).
 
     Not shipped unless ``requires_shipping``: the stock engine's tests place orders without addresses;
     tests/orders/test_checkout_totals.py and the checkout tests ship theirs."""
 
     def make(
-        *, sku=None, stock=0, price="9.99", is_active=True, name=None, requires_shipping=False, **fields
-    ) -> Product:
+        *,
+        sku=None,
+        stock=0,
+        price="9.99",
+        is_active=True,
+        name=None,
+        requires_shipping=False,
+        product=None,
+        description="",
+        **fields,
+    ) -> ProductVariant:
         sku = sku or f"SKU-{next(_sku_numbers):05d}"
-        product = Product.objects.create(
+        name = name or f"Product {sku}"
+        variant = ProductVariant.objects.create(
+            product=product or Product.objects.create(name=name, description=description),
             sku=sku,
-            name=name or f"Product {sku}",
+            name=name,
             price=Decimal(price),
             is_active=is_active,
             requires_shipping=requires_shipping,
@@ -81,8 +93,8 @@ def make_product(db):
         if stock:
             stock_restock(sku=sku, quantity=stock, reason="initial stock")
         else:
-            Stock.objects.create(product=product)
-        return product
+            Stock.objects.create(variant=variant)
+        return variant
 
     return make
 
@@ -92,8 +104,8 @@ def customer(django_user_model):
     return django_user_model.objects.create_user(username="alice", password="pw-alice-123")
 
 
-def stock_of(product) -> Stock:
-    return Stock.objects.get(product=product)
+def stock_of(variant) -> Stock:
+    return Stock.objects.get(variant=variant)
 
 
 def ledger_sums(stock: Stock) -> tuple[int, int]:
@@ -104,14 +116,14 @@ def ledger_sums(stock: Stock) -> tuple[int, int]:
     )
 
 
-def assert_books_balance(*products) -> None:
+def assert_books_balance(*variants) -> None:
     """Counters equal the ledger sums; nothing negative; reserved equals the active reservations."""
-    for product in products:
-        stock = stock_of(product)
-        assert ledger_sums(stock) == (stock.on_hand, stock.reserved), product.sku
+    for variant in variants:
+        stock = stock_of(variant)
+        assert ledger_sums(stock) == (stock.on_hand, stock.reserved), variant.sku
         assert 0 <= stock.reserved <= stock.on_hand
-        active = sum(r.quantity for r in product.reservations.filter(state="active"))
-        assert active == stock.reserved, product.sku
+        active = sum(r.quantity for r in variant.reservations.filter(state="active"))
+        assert active == stock.reserved, variant.sku
 
 
 def assert_told_their_orders(answers: dict, keys: list[str]) -> None:

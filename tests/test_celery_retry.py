@@ -24,8 +24,8 @@ ERRORS = [LockTimeout(), LockUnavailable(), OperationalError(SERVER_GONE, "MySQL
 
 @pytest.mark.parametrize("error", ERRORS, ids=lambda error: type(error).__name__)
 @pytest.mark.parametrize(("task", "service"), TASKS, ids=[task.name.rsplit(".", 1)[1] for task, _ in TASKS])
-def test_a_task_retries_with_a_backoff_and_then_succeeds(task, service, error, monkeypatch, make_product, customer):
-    make_product(sku="MUG", stock=5)
+def test_a_task_retries_with_a_backoff_and_then_succeeds(task, service, error, monkeypatch, make_variant, customer):
+    make_variant(sku="MUG", stock=5)
     order = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 1}], idempotency_key="k1")
     real, calls, retries = getattr(tasks, service), [], []
 

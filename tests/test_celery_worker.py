@@ -81,10 +81,10 @@ def place(sku, quantity, key):
     return order_place(email=f"{key}@example.com", items=[{"sku": sku, "quantity": quantity}], idempotency_key=key)
 
 
-def test_beat_and_a_worker_expire_overdue_orders_and_release_failed_payments(make_product, settings, tmp_path):
+def test_beat_and_a_worker_expire_overdue_orders_and_release_failed_payments(make_variant, settings, tmp_path):
     sweep_period = 1.0
     settings.RESERVATION_TTL_SECONDS = 2
-    mug = make_product(sku="MUG", stock=20)
+    mug = make_variant(sku="MUG", stock=20)
     lost = place("MUG", 3, "lost-task")
     Order.objects.filter(pk=lost.pk).update(status="payment_failed")  # its release task was lost with the broker
     env = process_env(EXPIRY_SWEEP_SECONDS=sweep_period)
@@ -104,8 +104,8 @@ def test_beat_and_a_worker_expire_overdue_orders_and_release_failed_payments(mak
     assert_books_balance(mug)
 
 
-def test_a_worker_killed_mid_sweep_loses_nothing_and_releases_nothing_twice(make_product, tmp_path):
-    mug = make_product(sku="MUG", stock=1000)
+def test_a_worker_killed_mid_sweep_loses_nothing_and_releases_nothing_twice(make_variant, tmp_path):
+    mug = make_variant(sku="MUG", stock=1000)
     total = 240
     placed = [place("MUG", 1 + i % 3, f"kill-{i}") for i in range(total)]
     Order.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
@@ -135,14 +135,14 @@ def test_a_worker_killed_mid_sweep_loses_nothing_and_releases_nothing_twice(make
     assert_books_balance(mug)
 
 
-def test_a_task_whose_worker_dies_mid_run_is_delivered_again_and_releases_once(make_product, settings, tmp_path):
+def test_a_task_whose_worker_dies_mid_run_is_delivered_again_and_releases_once(make_variant, settings, tmp_path):
     """Acks late: a failed payment's release task dies mid-run twice, first its pool process alone (the worker
     requeues it at once), then the whole worker (the broker hands it to the next worker once the visibility
     timeout has passed). Beat is off, so only redelivery can run it; the failed-payment sweep then tries the
     same release."""
     visibility = 1
     settings.LOCK_TTL_SECONDS = 120  # our lock outlives both kills
-    mug = make_product(sku="MUG", stock=5)
+    mug = make_variant(sku="MUG", stock=5)
     failed, kept = place("MUG", 2, "failed"), place("MUG", 3, "kept")  # every unit held
     env = process_env(
         CELERY_VISIBILITY_TIMEOUT=visibility, LOCK_TTL_SECONDS=120, LOCK_WAIT_SECONDS=60, SWEEP_LOCK_WAIT_SECONDS=60

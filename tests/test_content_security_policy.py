@@ -14,8 +14,8 @@ def directives(response) -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("path", PAGES)
-def test_pages_forbid_inline_and_foreign_scripts_and_styles(make_product, path):
-    make_product(sku="MUG", stock=1)
+def test_pages_forbid_inline_and_foreign_scripts_and_styles(make_variant, path):
+    make_variant(sku="MUG", stock=1)
     policy = directives(Client().get(path))
 
     assert policy["default-src"] == ["'self'"]

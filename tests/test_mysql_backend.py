@@ -56,12 +56,12 @@ def test_back_to_back_atomic_blocks_switch_autocommit_off_once_and_on_once_in_al
     assert connection.get_autocommit()
 
 
-def test_two_reservations_in_a_row_cost_their_statements_and_one_switch_off_and_on_in_all(make_product):
-    make_product(sku="SKU-0", stock=10)
+def test_two_reservations_in_a_row_cost_their_statements_and_one_switch_off_and_on_in_all(make_variant):
+    make_variant(sku="SKU-0", stock=10)
     placed = [
         order_place(email="a@example.com", items=[{"sku": "SKU-0", "quantity": 1}], idempotency_key=key) for key in "ab"
     ]
-    orders = list(Order.objects.prefetch_related("lines__product").filter(pk__in=[order.pk for order in placed]))
+    orders = list(Order.objects.prefetch_related("lines__variant").filter(pk__in=[order.pk for order in placed]))
 
     sent = statements_sent(lambda: [stock_reserve(order=order, expires_at=order.expires_at) for order in orders])
 
@@ -77,8 +77,8 @@ def test_two_reservations_in_a_row_cost_their_statements_and_one_switch_off_and_
 
 
 @pytest.mark.parametrize("cursor_opened", ["before the block", "after the block"])
-def test_a_statement_outside_a_transaction_after_a_block_is_committed_at_once(make_product, cursor_opened):
-    stock = make_product(sku="SKU-0", stock=10).stock
+def test_a_statement_outside_a_transaction_after_a_block_is_committed_at_once(make_variant, cursor_opened):
+    stock = make_variant(sku="SKU-0", stock=10).stock
     early_cursor = connection.cursor()
     with transaction.atomic():
         Stock.objects.filter(pk=stock.pk).update(on_hand=11)
@@ -89,8 +89,8 @@ def test_a_statement_outside_a_transaction_after_a_block_is_committed_at_once(ma
     assert committed_on_hand(stock.pk) == 12
 
 
-def test_after_a_rolled_back_block_the_next_change_is_committed_at_once(make_product):
-    stock = make_product(sku="SKU-0", stock=10).stock
+def test_after_a_rolled_back_block_the_next_change_is_committed_at_once(make_variant):
+    stock = make_variant(sku="SKU-0", stock=10).stock
     with pytest.raises(RuntimeError), transaction.atomic():
         Stock.objects.filter(pk=stock.pk).update(on_hand=11)
         raise RuntimeError("roll back")

@@ -293,7 +293,7 @@ def test_an_unexpected_api_error_is_a_plain_500_in_the_error_shape(monkeypatch, 
 
 
 def test_an_unexpected_error_in_a_public_api_view_is_json_too(monkeypatch, db):
-    monkeypatch.setattr("shop.apis.product_list_for_catalog", failing_sql)
+    monkeypatch.setattr("shop.apis.variant_list_for_catalog", failing_sql)
     response = Client(raise_request_exception=False).get("/api/products/")
     assert (response.status_code, response.json()["code"]) == (500, "server_error")
     assert_shows_nothing_inside(response.content.decode())
@@ -327,7 +327,7 @@ def queries_waiting_for(session, table: str) -> list[int]:
 def test_a_page_whose_database_connection_is_killed_is_a_503_to_retry_not_a_500(transactional_db, caplog):
     """Killed for real (``KILL CONNECTION``) while the catalog's query waits for a table another session locked."""
     locker, killer = mysql_session(), mysql_session()
-    locker.cursor().execute("LOCK TABLES shop_product WRITE")
+    locker.cursor().execute("LOCK TABLES shop_productvariant WRITE")
     answers = []
 
     def get_catalog():
@@ -340,8 +340,8 @@ def test_a_page_whose_database_connection_is_killed_is_a_503_to_retry_not_a_500(
     try:
         with caplog.at_level(logging.ERROR, logger="django.request"):
             page.start()
-            wait_for(lambda: queries_waiting_for(killer, "shop_product"), timeout=30, what="the catalog's query")
-            [catalog_query] = queries_waiting_for(killer, "shop_product")
+            wait_for(lambda: queries_waiting_for(killer, "shop_productvariant"), timeout=30, what="the catalog's query")
+            [catalog_query] = queries_waiting_for(killer, "shop_productvariant")
             killer.cursor().execute(f"KILL CONNECTION {int(catalog_query)}")
             page.join(30)
     finally:

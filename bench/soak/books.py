@@ -62,13 +62,13 @@ def books_check(*, at: float, grace: float) -> Check:
         now = timezone.now()
         books = stock_books()
         put_in = per_sku(
-            StockMovement.objects.filter(kind__in=[Kind.RESTOCK, Kind.ADJUST]), "stock__product__sku", "on_hand_delta"
+            StockMovement.objects.filter(kind__in=[Kind.RESTOCK, Kind.ADJUST]), "stock__variant__sku", "on_hand_delta"
         )
-        sold = per_sku(OrderLine.all_objects.filter(order__status=Status.PAID), "product__sku", "quantity")
-        committed = per_sku(Reservation.objects.filter(state=Reservation.State.COMMITTED), "product__sku", "quantity")
+        sold = per_sku(OrderLine.all_objects.filter(order__status=Status.PAID), "variant__sku", "quantity")
+        committed = per_sku(Reservation.objects.filter(state=Reservation.State.COMMITTED), "variant__sku", "quantity")
         taken = per_sku(
             Reservation.objects.filter(state__in=[Reservation.State.ACTIVE, Reservation.State.COMMITTED]),
-            "product__sku",
+            "variant__sku",
             "quantity",
         )
         holding = list(order_list_final_holding_stock().values_list("number", "status", "updated_at"))

@@ -150,7 +150,7 @@ def _clients_against_database(workers: list[WorkerResult]) -> tuple[list[list], 
             for item in worker.items[pk]:
                 told_units[item["sku"]] += item["quantity"]
     put_in = per_sku(
-        StockMovement.objects.filter(kind__in=[Kind.RESTOCK, Kind.ADJUST]), "stock__product__sku", "on_hand_delta"
+        StockMovement.objects.filter(kind__in=[Kind.RESTOCK, Kind.ADJUST]), "stock__variant__sku", "on_hand_delta"
     )
     oversold = sum(max(0, told_units[sku] - put_in[sku]) for sku in told_units)
     in_db = set(Order.all_objects.values_list("pk", flat=True))

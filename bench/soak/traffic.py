@@ -211,7 +211,7 @@ class Worker:
     def _load(self, pool: list[Placed]) -> Order | None:
         if not pool:
             return None
-        return Order.objects.prefetch_related("lines__product").filter(pk=self.rng.choice(pool).pk).first()
+        return Order.objects.prefetch_related("lines__variant").filter(pk=self.rng.choice(pool).pk).first()
 
     def pay(self):
         if (order := self._pick(overdue_share=0.3)) is None:  # an expired order is reserved again if it can be
@@ -255,7 +255,7 @@ class Worker:
         order = (
             Order.objects.filter(pk__gte=self.rng.randint(1, top), status=Status.AWAITING_PAYMENT)
             .order_by("pk")
-            .prefetch_related("lines__product")
+            .prefetch_related("lines__variant")
             .first()
         )
         return None if order is None else self._cancel(order)
@@ -281,7 +281,7 @@ class Worker:
     def _stock(self) -> tuple[str, str, Stock]:
         temperature = "hot" if self.rng.random() < 0.6 else "cold"
         sku = self.rng.choice(self.skus[temperature])
-        return sku, temperature, Stock.objects.get(product__sku=sku)
+        return sku, temperature, Stock.objects.get(variant__sku=sku)
 
     def restock(self):
         sku, temperature, stock = self._stock()

@@ -73,7 +73,7 @@ def order_email_list_due(*, since: timedelta, limit: int = 500) -> list[tuple[Or
     ]
     due = []
     for orders, kind in wanted:
-        due_now = _due(orders, kind).select_related("customer").prefetch_related("lines__product").order_by("pk")
+        due_now = _due(orders, kind).select_related("customer").prefetch_related("lines__variant").order_by("pk")
         due += [(order, kind) for order in due_now[:limit]]
     return due[:limit]
 
@@ -95,7 +95,7 @@ def order_email_send(*, order: Order, kind: str) -> bool:
         return False
     context = {
         "order": order,
-        "lines": order.lines_with_products(),
+        "lines": order.lines_with_variants(),
         "link": order_link(order),
         "refunded_payment": order.payments.filter(state=Payment.State.REFUNDED).last(),
     }

@@ -35,7 +35,7 @@ from orders.selectors import (
 from orders.services.lifecycle import Status, order_fail_payment, order_reload, order_transition
 from orders.services.limits import order_lines_check_limits
 from orders.services.quoting import pricing_rules
-from shop.selectors import product_map_orderable
+from shop.selectors import variant_map_orderable
 
 REFUND_RESTOCK = "refund_restock"  # the ledger reason of units a refund puts back on hand
 
@@ -258,7 +258,7 @@ def _payment_refunded(payment: Payment, *, refunded: Decimal | None) -> bool:
             return False
         payment = Payment.objects.get(pk=payment.pk)
         if payment.refund_restock:
-            for line in order.lines_with_products():
+            for line in order.lines_with_variants():
                 _line_restock(line, actor=payment.refund_requested_by)
     logger.info(
         "order %s refunded with payment %s%s", order, payment, ", units restocked" if payment.refund_restock else ""
@@ -271,11 +271,11 @@ def _line_restock(line, *, actor) -> None:
     is logged for staff and skipped: the money went back, and the refund is recorded regardless."""
     try:
         with transaction.atomic():
-            stock_restock(sku=line.product.sku, quantity=line.quantity, reason=REFUND_RESTOCK, actor=actor)
+            stock_restock(sku=line.variant.sku, quantity=line.quantity, reason=REFUND_RESTOCK, actor=actor)
     except DomainError as refusal:
         logger.error(
             "order %s refunded, but %d unit(s) of %s not restocked (%s): restock them by hand",
-            line.order_id, line.quantity, line.product.sku, refusal.as_text(),
+            line.order_id, line.quantity, line.variant.sku, refusal.as_text(),
         )  # fmt: skip
 
 
@@ -340,14 +340,14 @@ def _order_reserve_again(order: Order, *, paid_at=None) -> None:
     ``paid_at``: when its charge was taken, however long applying it waited) and its buyer stays within
     each product's limit per customer."""
     now = db_now()
-    products = product_map_orderable(skus=order.skus, now=now)
-    _order_check_revivable(order, products, at=paid_at or now)
-    limited = {product.pk for product in products.values() if product.max_per_customer is not None}
-    held = order_units_held(buyers={order.buyer}, product_ids=limited)
+    variants = variant_map_orderable(skus=order.skus, now=now)
+    _order_check_revivable(order, variants, at=paid_at or now)
+    limited = {variant.pk for variant in variants.values() if variant.max_per_customer is not None}
+    held = order_units_held(buyers={order.buyer}, variant_ids=limited)
     order_lines_check_limits(
-        [(line.product.sku, line.quantity) for line in order.lines_with_products()],
-        products,
-        held=lambda product_id: held.get((order.buyer, product_id), 0),
+        [(line.variant.sku, line.quantity) for line in order.lines_with_variants()],
+        variants,
+        held=lambda variant_id: held.get((order.buyer, variant_id), 0),
     )
     expires_at = now + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
     if not order_transition(
@@ -382,18 +382,18 @@ def _order_totals_hold(order: Order, lines) -> bool:
     )  # fmt: skip
 
 
-def _order_check_revivable(order: Order, products: dict, *, at) -> None:
+def _order_check_revivable(order: Order, variants: dict, *, at) -> None:
     """An expired order is paid as placed only within EXPIRED_ORDER_PAYABLE_SECONDS of its expiry (on the
     database's clock) and while every line's price and the order's totals (tax rates, shipping) are
     unchanged; otherwise ``OrderExpired`` with today's prices, and the buyer places a new order at them."""
-    lines = order.lines_with_products()
+    lines = order.lines_with_variants()
     too_late = at > order.expires_at + timedelta(seconds=settings.EXPIRED_ORDER_PAYABLE_SECONDS)
     if (
         too_late
-        or any(products[line.product.sku].price != line.unit_price for line in lines)
-        or (not _order_totals_hold(order, [(products[line.product.sku], line.quantity) for line in lines]))
+        or any(variants[line.variant.sku].price != line.unit_price for line in lines)
+        or (not _order_totals_hold(order, [(variants[line.variant.sku], line.quantity) for line in lines]))
     ):
-        prices = [{"sku": sku, "price": str(products[sku].price)} for sku in sorted(products)]
+        prices = [{"sku": sku, "price": str(variants[sku].price)} for sku in sorted(variants)]
         raise OrderExpired(
             "The reservation expired too long ago, or a price changed since; place a new order.",
             number=order.number,

@@ -39,12 +39,12 @@ from orders.services.lifecycle import order_expire
 from orders.services.limits import order_lines_check_limits
 from orders.services.quoting import order_addresses_check
 from shipping.selectors import shipping_methods_from_rows, shipping_methods_statement
-from shop.models import Product
+from shop.models import ProductVariant
 from shop.selectors import (
-    OrderableProduct,
-    products_for_sale_from_rows,
-    products_for_sale_statement,
-    products_orderable,
+    OrderableVariant,
+    variants_for_sale_from_rows,
+    variants_for_sale_statement,
+    variants_orderable,
 )
 from tax.selectors import tax_rates_from_rows, tax_rates_statement
 
@@ -139,7 +139,7 @@ class _PlacedLine(msgspec.Struct, array_like=True):
     """A new order's line as inserted, in the order of the request's lines: what its buyer is shown."""
 
     id: int
-    product_id: int
+    variant_id: int
     unit_price: Decimal
     name: str
     line_total: Decimal
@@ -277,7 +277,7 @@ def _order_from_placed(request: "_PlaceRequest", placed: "_Placed") -> Order:
             | {
                 "id": line.id,
                 "order_id": order.pk,
-                "product_id": line.product_id,
+                "variant_id": line.variant_id,
                 "quantity": requested.quantity,
                 "unit_price": line.unit_price,
                 "line_total": line.line_total,
@@ -287,7 +287,7 @@ def _order_from_placed(request: "_PlaceRequest", placed: "_Placed") -> Order:
             | {"created_at": placed.created_at, "updated_at": placed.created_at},
         )
         order_line.order = order
-        order_line.product = from_row(Product, {"id": line.product_id, "sku": requested.sku, "name": line.name})
+        order_line.variant = from_row(ProductVariant, {"id": line.variant_id, "sku": requested.sku, "name": line.name})
         lines.append(order_line)
     return prefetched_set(order, "lines", lines)
 
@@ -317,20 +317,20 @@ def _order_place_one(request: _PlaceRequest, batch: "_OrderBatch") -> _Placed:
         if earlier.fingerprint != request.fingerprint:
             raise IdempotencyConflict(number=earlier.number)
         return _Placed(earlier.number, earlier.expires_at, replayed=True)
-    products = products_orderable(batch.products, skus=[line.sku for line in request.lines], now=batch.now)
+    variants = variants_orderable(batch.variants, skus=[line.sku for line in request.lines], now=batch.now)
     order_lines_check_limits(
         [(line.sku, line.quantity) for line in request.lines],
-        products,
-        held=lambda product_id: batch.units_held(request.buyer, product_id),
+        variants,
+        held=lambda variant_id: batch.units_held(request.buyer, variant_id),
     )
     price = batch.price(
-        tuple((products[line.sku], line.quantity) for line in request.lines),
+        tuple((variants[line.sku], line.quantity) for line in request.lines),
         shipping_country=_country(request.shipping_address),
         billing_country=_country(request.billing_address),
         method_id=request.shipping_method_id,
     )
-    batch.stock.take([Demand(products[line.sku].pk, line.sku, line.quantity) for line in request.lines])
-    return batch.order_add(request, products, price)
+    batch.stock.take([Demand(variants[line.sku].pk, line.sku, line.quantity) for line in request.lines])
+    return batch.order_add(request, variants, price)
 
 
 class _KeyedOrder(NamedTuple):
@@ -346,7 +346,7 @@ class _NewOrder:
     """An order staged by its step, inserted when the batch writes."""
 
     request: _PlaceRequest
-    products: dict[str, OrderableProduct]
+    variants: dict[str, OrderableVariant]
     price: OrderPrice
     placed: _Placed
     index: int  # its place among the batch's staged rows
@@ -363,13 +363,13 @@ class _OrderBatch(Batch):
         # line (a replay's too: replays are rare, and a product read and not used costs nothing), the
         # tax rates of the countries the orders may be taxed in, and the shipping methods if one ships.
         ships = any(r.shipping_address for r in requests)
-        keyed, products, rates, *methods = statements_run(
+        keyed, variants, rates, *methods = statements_run(
             connection.alias,
             [
                 sql.order_ids_with_keys_statement(
                     scopes={r.scope for r in requests}, key_hashes={r.key_hash for r in requests}
                 ),
-                products_for_sale_statement(skus={line.sku for r in requests for line in r.lines}),
+                variants_for_sale_statement(skus={line.sku for r in requests for line in r.lines}),
                 tax_rates_statement(countries=_tax_countries(requests)),
                 *([shipping_methods_statement()] if ships else []),
             ],
@@ -382,9 +382,9 @@ class _OrderBatch(Batch):
         self._skus = sorted(
             {line.sku for r in requests if (r.scope, r.key_hash) not in self._placed_before for line in r.lines}
         )
-        self.products = products_for_sale_from_rows(products)
-        limited = {product.pk for product in self.products.values() if product.max_per_customer is not None}
-        self._held = order_units_held(buyers={r.buyer for r in requests}, product_ids=limited)
+        self.variants = variants_for_sale_from_rows(variants)
+        limited = {variant.pk for variant in self.variants.values() if variant.max_per_customer is not None}
+        self._held = order_units_held(buyers={r.buyer for r in requests}, variant_ids=limited)
         self.now = db_now()
 
     def price(self, lines: tuple, *, shipping_country, billing_country, method_id) -> OrderPrice:
@@ -402,8 +402,8 @@ class _OrderBatch(Batch):
             )
         return price
 
-    def product_ids(self) -> set[int]:
-        return {product.pk for product in self.products.values()}
+    def variant_ids(self) -> set[int]:
+        return {variant.pk for variant in self.variants.values()}
 
     def step(self, request: _PlaceRequest) -> _Placed:
         return _order_place_one(request, self)
@@ -413,16 +413,16 @@ class _OrderBatch(Batch):
         """When the batch's new orders expire: one deadline for all, on the database's clock."""
         return self.now + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
 
-    def units_held(self, buyer: str, product_id: int) -> int:
+    def units_held(self, buyer: str, variant_id: int) -> int:
         """Units of a product the buyer holds: in orders placed before the batch, and staged in it."""
         staged = sum(
             line.quantity
             for new in self.staged
             if new.request.buyer == buyer
             for line in new.request.lines
-            if new.products[line.sku].pk == product_id
+            if new.variants[line.sku].pk == variant_id
         )
-        return self._held.get((buyer, product_id), 0) + staged
+        return self._held.get((buyer, variant_id), 0) + staged
 
     def order_with_key(self, request: _PlaceRequest) -> _KeyedOrder | None:
         """The order placed with this request's key before the batch, or staged earlier in it."""
@@ -435,10 +435,10 @@ class _OrderBatch(Batch):
             return _KeyedOrder(new.placed.number, new.request.fingerprint, new.placed.expires_at)
         return None
 
-    def order_add(self, request: _PlaceRequest, products: dict[str, OrderableProduct], price: OrderPrice) -> _Placed:
+    def order_add(self, request: _PlaceRequest, variants: dict[str, OrderableVariant], price: OrderPrice) -> _Placed:
         """Stage a new order for the request; the result is filled in when the batch writes."""
         placed = _Placed(new_order_number(), self.expires_at, price=_PlacedPrice(**price.as_order_fields()))
-        new = _NewOrder(request, products, price, placed, index=len(self.staged))
+        new = _NewOrder(request, variants, price, placed, index=len(self.staged))
         self.stage(new)
         self._new_by_key[(request.scope, request.key_hash)] = new
         return new.placed
@@ -467,9 +467,9 @@ class _OrderBatch(Batch):
             rows=[
                 {
                     "order_id": order["id"],
-                    "product_id": new.products[line.sku].pk,
+                    "variant_id": new.variants[line.sku].pk,
                     "quantity": line.quantity,
-                    "unit_price": new.products[line.sku].price,
+                    "unit_price": new.variants[line.sku].price,
                     "line_total": priced.line_total,
                     "tax_rate": priced.tax_rate,
                     "tax": priced.tax,
@@ -489,7 +489,7 @@ class _OrderBatch(Batch):
         for (_, new, line, priced), row in zip(wanted, lines, strict=True):
             new.placed.lines.append(
                 _PlacedLine(
-                    row["id"], row["product_id"], row["unit_price"], new.products[line.sku].name,
+                    row["id"], row["variant_id"], row["unit_price"], new.variants[line.sku].name,
                     priced.line_total, priced.tax_rate, priced.tax,
                 )
             )  # fmt: skip
@@ -549,8 +549,8 @@ def _orders_expire_overdue_holding(*, skus) -> int:
     """
     held = set(skus)
     expired = 0
-    for order in order_list_overdue_holding(skus=skus).prefetch_related("lines__product")[:OVERDUE_EXPIRY_LIMIT]:
-        if {line.product.sku for line in order.lines.all()} <= held and order_expire(order=order):
+    for order in order_list_overdue_holding(skus=skus).prefetch_related("lines__variant")[:OVERDUE_EXPIRY_LIMIT]:
+        if {line.variant.sku for line in order.lines.all()} <= held and order_expire(order=order):
             expired += 1
     if expired:
         logger.info("expired %d overdue order(s) holding %s to serve a new order", expired, sorted(held))

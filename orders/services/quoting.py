@@ -21,7 +21,7 @@ from shipping.selectors import (
     shipping_methods_statement,
     shipping_offers_for,
 )
-from shop.selectors import OrderableProduct, product_map_orderable
+from shop.selectors import OrderableVariant, variant_map_orderable
 from tax.selectors import TaxRates, tax_rates_from_rows, tax_rates_statement
 
 
@@ -32,7 +32,7 @@ class Quote:
     ``price`` is None when the goods are shipped and no country was given yet."""
 
     skus: list[str]
-    lines: list[tuple[OrderableProduct, int]]
+    lines: list[tuple[OrderableVariant, int]]
     ships: bool
     shipping_offers: list[ShippingOffer]
     price: OrderPrice | None
@@ -77,16 +77,16 @@ def order_quote(
     chosen, the cheapest that goes there. Refusals as placing raises them (unknown products, a country
     no zone covers, a method that does not go); stock is not checked here: placing does, under the lock."""
     lines = stock_lines_validate(lines=items)
-    products = product_map_orderable(skus=[line.sku for line in lines], now=db_now())
-    priced_lines = [(products[line.sku], line.quantity) for line in lines]
-    ships = order_ships(products.values())
+    variants = variant_map_orderable(skus=[line.sku for line in lines], now=db_now())
+    priced_lines = [(variants[line.sku], line.quantity) for line in lines]
+    ships = order_ships(variants.values())
     rates, methods = pricing_rules(countries={shipping_country, billing_country}, ships=ships)
     skus = [line.sku for line in lines]
     if ships and shipping_country is None:
         return Quote(skus=skus, lines=priced_lines, ships=True, shipping_offers=[], price=None)
     offers = []
     if ships:
-        items_amount = sum((product.price * quantity for product, quantity in priced_lines), start=0)
+        items_amount = sum((variant.price * quantity for variant, quantity in priced_lines), start=0)
         offers = shipping_offers_for(
             methods, country=shipping_country, weight_grams=order_weight_grams(priced_lines), items_amount=items_amount
         )

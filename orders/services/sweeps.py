@@ -78,7 +78,7 @@ def _order_sweep_one(order: Order, action) -> str:
     """
 
     def run():
-        skus = [line.product.sku for line in order.lines.all()]
+        skus = [line.variant.sku for line in order.lines.all()]
         with stock_section(skus=skus, lock_wait=settings.SWEEP_LOCK_WAIT_SECONDS):
             return action(order=order)
 
@@ -111,4 +111,4 @@ def _orders_claim(queryset, *, batch_size: int) -> list[Order]:
             return ids
 
     ids = retry_on_deadlock(claim)
-    return list(Order.objects.filter(pk__in=ids).order_by("pk").prefetch_related("lines__product"))
+    return list(Order.objects.filter(pk__in=ids).order_by("pk").prefetch_related("lines__variant"))

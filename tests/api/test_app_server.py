@@ -41,13 +41,13 @@ def tokens(django_user_model, count):
     return [token_for(user) for user in users]
 
 
-def test_300_concurrent_api_orders_on_one_sku_never_oversell(server, make_product, django_user_model):
+def test_300_concurrent_api_orders_on_one_sku_never_oversell(server, make_variant, django_user_model):
     """Every buyer gets a definite answer, and each 201's number is the order stored under its key.
 
     No 503 is allowed: gunicorn's 4 sync workers run at most 4 orders at once, so a buyer waits for the
     SKU behind at most 3 others' batches, far less than the lock wait (``LOCK_WAIT_SECONDS``).
     """
-    mug = make_product(sku="MUG", stock=100)
+    mug = make_variant(sku="MUG", stock=100)
     buyers = tokens(django_user_model, 12)
     jobs = [
         {"url": server, "token": token, "orders": [(f"b{b}-{n}", 1 + (b + n) % 3) for n in range(25)]}
@@ -81,8 +81,8 @@ def _replay(url, token):
     )[:2]
 
 
-def test_a_post_replayed_20_times_at_once_creates_one_order(server, make_product, django_user_model):
-    mug = make_product(sku="MUG", stock=10)
+def test_a_post_replayed_20_times_at_once_creates_one_order(server, make_variant, django_user_model):
+    mug = make_variant(sku="MUG", stock=10)
     (token,) = tokens(django_user_model, 1)
 
     answers = run_parallel(_replay, [{"url": server, "token": token}] * 20, processes=20, barrier=True)
@@ -105,8 +105,8 @@ def _get(url: str, path: str, headers: dict) -> tuple[int, dict, str]:
         connection.close()
 
 
-def test_gunicorn_serves_the_shop_with_the_production_settings_behind_a_tls_proxy(tmp_path, make_product):
-    make_product(sku="MUG", stock=3, name="Blue mug")
+def test_gunicorn_serves_the_shop_with_the_production_settings_behind_a_tls_proxy(tmp_path, make_variant):
+    make_variant(sku="MUG", stock=3, name="Blue mug")
     proxied = {"X-Forwarded-Proto": "https", "Host": "shop.example.com"}
     env = process_env(
         DJANGO_SETTINGS_MODULE="config.settings_production",

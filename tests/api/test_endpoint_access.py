@@ -126,9 +126,9 @@ def fast_passwords(settings):
 
 
 @pytest.fixture
-def world(make_product, customer, django_user_model, shop_staff):
+def world(make_variant, customer, django_user_model, shop_staff):
     """One product, one order of the owner's, and a client per caller."""
-    make_product(sku="MUG", stock=50)
+    make_variant(sku="MUG", stock=50)
     order = order_place(
         customer=customer, email="alice@example.com", items=[{"sku": "MUG", "quantity": 1}], idempotency_key="world"
     )

@@ -33,9 +33,9 @@ def test_the_schema_lists_the_json_endpoints():
 
 
 @pytest.mark.parametrize(("method", "path"), _operations_with_a_body())
-def test_deeply_nested_json_is_refused_as_malformed(method, path, shop_staff, make_product):
+def test_deeply_nested_json_is_refused_as_malformed(method, path, shop_staff, make_variant):
     """As shop staff, owning the order: every permission passes, so the body is what gets read."""
-    make_product(sku="MUG", stock=5)
+    make_variant(sku="MUG", stock=5)
     order = order_place(customer=shop_staff, items=[{"sku": "MUG", "quantity": 1}], idempotency_key="k")
     url = re.sub(r"\{sku\}", "MUG", re.sub(r"\{number\}", order.number, path))
 

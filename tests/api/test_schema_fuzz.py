@@ -59,13 +59,13 @@ def _with_body(case, body, fresh_key):
 
 
 @pytest.fixture
-def tokens(db, make_product, staff_user, customer, settings, shipping_rules):
+def tokens(db, make_variant, staff_user, customer, settings, shipping_rules):
     """Stock to order, and the Authorization headers of staff (every operation) and a customer."""
     settings.ORDER_THROTTLE_RATE = "100000/minute"  # the fuzzer places hundreds of orders
-    make_product(sku="BULK", stock=10**7)
-    make_product(sku="MUG", stock=50)
-    make_product(sku="TEE", stock=0)
-    make_product(sku="LAMP", stock=50, requires_shipping=True, weight_grams=1200)
+    make_variant(sku="BULK", stock=10**7)
+    make_variant(sku="MUG", stock=50)
+    make_variant(sku="TEE", stock=0)
+    make_variant(sku="LAMP", stock=50, requires_shipping=True, weight_grams=1200)
     # Called as a raw WSGI app, Django would close the test's database connection after each request
     # (the test client unhooks this the same way).
     signals.request_started.disconnect(close_old_connections)

@@ -1,14 +1,14 @@
 from playwright.sync_api import expect
 
 from inventory.models import StockMovement
-from inventory.products import demo_catalog_seed
+from inventory.variants import demo_catalog_seed
 from tests.browser.conftest import screenshot
 from tests.conftest import assert_books_balance, stock_of
 
 
-def test_a_staff_user_edits_stock_in_the_admin_and_sees_the_movement(page, make_product):
+def test_a_staff_user_edits_stock_in_the_admin_and_sees_the_movement(page, make_variant):
     demo_catalog_seed(staff_password="staff-pass-123")  # the staff user `seed_demo` creates, with its permissions
-    mug = make_product(sku="MUG", name="Logo mug", stock=10)
+    mug = make_variant(sku="MUG", name="Logo mug", stock=10)
     stock = stock_of(mug)
 
     page.goto("/admin/login/")

@@ -6,9 +6,9 @@ from inventory.services import stock_restock
 from orders.services import order_place
 
 
-def test_the_catalog_shows_stock_changes_without_a_reload(page, make_product, customer):
-    make_product(sku="MUG", name="Logo mug", stock=5)
-    make_product(sku="CAP", name="Navy cap", stock=0)
+def test_the_catalog_shows_stock_changes_without_a_reload(page, make_variant, customer):
+    make_variant(sku="MUG", name="Logo mug", stock=5)
+    make_variant(sku="CAP", name="Navy cap", stock=0)
     page.goto("/")
     mug, cap = page.locator('[data-available-for="MUG"]'), page.locator('[data-available-for="CAP"]')
     expect(mug).to_have_text("5 available")

@@ -14,13 +14,13 @@ from tests.processes import wait_for
 
 
 @pytest.fixture
-def catalog(make_product):
-    products = {
-        "MUG": make_product(sku="MUG", name="Logo mug", stock=5, price="12.50"),
-        "TEE": make_product(sku="TEE", name="Black tee", stock=20, price="19.00"),
+def catalog(make_variant):
+    variants = {
+        "MUG": make_variant(sku="MUG", name="Logo mug", stock=5, price="12.50"),
+        "TEE": make_variant(sku="TEE", name="Black tee", stock=20, price="19.00"),
     }
-    make_product(sku="CAP", name="Navy cap", stock=0, price="22.00")
-    return products
+    make_variant(sku="CAP", name="Navy cap", stock=0, price="22.00")
+    return variants
 
 
 def queued_on(sku: str) -> int:

@@ -24,8 +24,8 @@ ADDRESS_DE_LINES = ["Erika Mustermann", "Hauptstrasse 1", "10115 Berlin", "Germa
 
 
 @pytest.fixture
-def mug(make_product, shipping_rules):
-    return make_product(sku="MUG", name="Logo mug", stock=5, price="12.50", requires_shipping=True, weight_grams=400)
+def mug(make_variant, shipping_rules):
+    return make_variant(sku="MUG", name="Logo mug", stock=5, price="12.50", requires_shipping=True, weight_grams=400)
 
 
 def to_checkout(page, *, quantity="2"):

@@ -6,13 +6,15 @@ from playwright.sync_api import expect
 
 from core.clock import db_now
 from orders.services import order_place
-from shop.models import Product
+from shop.models import ProductVariant
 from tests.browser.conftest import screenshot
 
 
-def test_the_product_page_counts_down_opens_and_shows_sold_out(page, make_product, customer):
-    sneaker = make_product(sku="SNEAKER", name="Limited sneaker", stock=2, price="149.00")
-    Product.objects.filter(pk=sneaker.pk).update(sale_starts_at=db_now() + timedelta(seconds=4), max_per_customer=2)
+def test_the_variant_page_counts_down_opens_and_shows_sold_out(page, make_variant, customer):
+    sneaker = make_variant(sku="SNEAKER", name="Limited sneaker", stock=2, price="149.00")
+    ProductVariant.objects.filter(pk=sneaker.pk).update(
+        sale_starts_at=db_now() + timedelta(seconds=4), max_per_customer=2
+    )
 
     page.goto("/products/SNEAKER/")
     expect(page.get_by_text("The sale opens in")).to_be_visible()
@@ -32,9 +34,9 @@ def test_the_product_page_counts_down_opens_and_shows_sold_out(page, make_produc
     screenshot(page, "flash-sale-sold-out")
 
 
-def test_the_catalog_says_when_a_sale_opens(page, make_product):
-    sneaker = make_product(sku="SNEAKER", name="Limited sneaker", stock=2)
-    Product.objects.filter(pk=sneaker.pk).update(sale_starts_at=db_now() + timedelta(hours=2))
+def test_the_catalog_says_when_a_sale_opens(page, make_variant):
+    sneaker = make_variant(sku="SNEAKER", name="Limited sneaker", stock=2)
+    ProductVariant.objects.filter(pk=sneaker.pk).update(sale_starts_at=db_now() + timedelta(hours=2))
 
     page.goto("/")
     expect(page.locator('[data-available-for="SNEAKER"]')).to_contain_text("Opens at")

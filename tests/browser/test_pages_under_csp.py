@@ -5,7 +5,7 @@ The ``page`` fixture fails any test whose pages break the policy; these pages mu
 
 from playwright.sync_api import expect
 
-from inventory.products import demo_catalog_seed
+from inventory.variants import demo_catalog_seed
 from tests.browser.conftest import screenshot
 
 
@@ -15,7 +15,7 @@ def test_the_api_docs_render_their_operations(page):
     screenshot(page, "api-docs")
 
 
-def test_the_login_page_and_the_admin_pages_work(page, make_product):
+def test_the_login_page_and_the_admin_pages_work(page, make_variant):
     demo_catalog_seed(staff_password="staff-pass-123")
     page.goto("/accounts/login/")
     expect(page.get_by_label("Username")).to_be_visible()

@@ -16,9 +16,9 @@ def assert_on_screen(locator) -> None:
     assert 0 <= box["x"] and box["x"] + box["width"] <= PHONE["width"], (locator, box)
 
 
-def test_the_cart_keeps_quantity_update_and_remove_on_a_phone(page, make_product):
-    make_product(sku="MUG", name="Logo mug with a rather long name for a phone", stock=5, price="12.50")
-    make_product(sku="TEE", name="Black tee", stock=20, price="19.00")
+def test_the_cart_keeps_quantity_update_and_remove_on_a_phone(page, make_variant):
+    make_variant(sku="MUG", name="Logo mug with a rather long name for a phone", stock=5, price="12.50")
+    make_variant(sku="TEE", name="Black tee", stock=20, price="19.00")
     page.set_viewport_size(PHONE)
     for sku in ["MUG", "TEE"]:
         page.goto(f"/products/{sku}/")
@@ -39,8 +39,8 @@ def test_the_cart_keeps_quantity_update_and_remove_on_a_phone(page, make_product
     assert_on_screen(page.get_by_role("button", name="Remove Logo mug with a rather long name for a phone"))
 
 
-def test_my_orders_keeps_the_status_column_on_a_phone(page, make_product, customer, monkeypatch):
-    make_product(sku="MUG", name="Logo mug", stock=5, price="1234.50")
+def test_my_orders_keeps_the_status_column_on_a_phone(page, make_variant, customer, monkeypatch):
+    make_variant(sku="MUG", name="Logo mug", stock=5, price="1234.50")
     # The widest number there is (numbers are random): the table must fit whatever the letters.
     monkeypatch.setattr("orders.services.placing.new_order_number", lambda: "W" * 10)
     order = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 2}], idempotency_key="phone-1")

@@ -15,18 +15,18 @@ from core.db import MissingColumns, bulk_insert, from_row, insert_returning, sta
 from inventory.models import Stock
 from orders.models import Order
 from shipping.models import ShippingZone
-from shop.models import Product
+from shop.models import Product, ProductVariant
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _product_row(sku: str) -> dict:
-    return {"sku": sku, "name": sku.title(), "description": "", "price": "3.00", "is_active": True}
+def _variant_row(sku: str, product: Product) -> dict:
+    return {"sku": sku, "name": sku.title(), "product_id": product.pk, "price": "3.00", "is_active": True}
 
 
-def test_statements_sent_together_answer_each_with_its_rows_or_its_row_count(make_product):
-    mug, cup = make_product(sku="MUG", stock=5), make_product(sku="CUP", stock=5)
-    insert, params, rows = insert_returning(Product, [_product_row("BOWL")])
+def test_statements_sent_together_answer_each_with_its_rows_or_its_row_count(make_variant):
+    mug, cup = make_variant(sku="MUG", stock=5), make_variant(sku="CUP", stock=5)
+    insert, params, rows = insert_returning(ProductVariant, [_variant_row("BOWL", mug.product)])
     stocks = connection.ops.quote_name(Stock._meta.db_table)
 
     with CaptureQueriesContext(connection) as queries, transaction.atomic():
@@ -34,33 +34,33 @@ def test_statements_sent_together_answer_each_with_its_rows_or_its_row_count(mak
             "default",
             [
                 (insert, params),
-                (f"UPDATE {stocks} SET on_hand = on_hand + 1 WHERE product_id IN (%s, %s)", [mug.pk, cup.pk]),
+                (f"UPDATE {stocks} SET on_hand = on_hand + 1 WHERE variant_id IN (%s, %s)", [mug.pk, cup.pk]),
                 (f"SELECT COUNT(*) FROM {stocks} WHERE on_hand = %s", [6]),
             ],
         )
 
     assert len(queries) == 3  # BEGIN, the three statements in one round trip, COMMIT
-    assert ids == ((Product.all_objects.get(sku="BOWL").pk,),) and rows[0]["sku"] == "BOWL"
+    assert ids == ((ProductVariant.all_objects.get(sku="BOWL").pk,),) and rows[0]["sku"] == "BOWL"
     assert (updated, counted) == (2, ((2,),))
 
 
-def test_an_error_stops_the_statements_after_it_and_is_raised(make_product):
-    mug = make_product(sku="MUG", stock=5)
-    insert, params, _ = insert_returning(Product, [_product_row("MUG")])
+def test_an_error_stops_the_statements_after_it_and_is_raised(make_variant):
+    mug = make_variant(sku="MUG", stock=5)
+    insert, params, _ = insert_returning(ProductVariant, [_variant_row("MUG", mug.product)])
     stocks = connection.ops.quote_name(Stock._meta.db_table)
 
     with pytest.raises(IntegrityError):
         statements_run(
             "default",
             [
-                (f"UPDATE {stocks} SET on_hand = 7 WHERE product_id = %s", [mug.pk]),
+                (f"UPDATE {stocks} SET on_hand = 7 WHERE variant_id = %s", [mug.pk]),
                 (insert, params),  # the SKU is taken
-                (f"UPDATE {stocks} SET on_hand = 9 WHERE product_id = %s", [mug.pk]),
+                (f"UPDATE {stocks} SET on_hand = 9 WHERE variant_id = %s", [mug.pk]),
             ],
         )
 
-    assert Stock.objects.get(product=mug).on_hand == 7  # autocommit: the first ran, the last never did
-    assert Product.all_objects.filter(sku="MUG").count() == 1
+    assert Stock.objects.get(variant=mug).on_hand == 7  # autocommit: the first ran, the last never did
+    assert ProductVariant.all_objects.filter(sku="MUG").count() == 1
     with connection.cursor() as cursor:  # and the connection is fit for the next statement
         cursor.execute("SELECT 1")
         assert cursor.fetchone() == (1,)
@@ -141,11 +141,17 @@ def test_an_instance_from_a_row_is_the_one_the_database_loads():
 
 
 def test_fields_a_row_lacks_are_deferred_as_from_db_leaves_them():
-    product = Product.objects.create(sku="ROW-1", name="Row", price=3)
+    variant = ProductVariant.objects.create(
+        product=Product.objects.create(name="Row"), sku="ROW-1", name="Row", price=3
+    )
 
-    built = from_row(Product, {"id": product.pk, "sku": "ROW-1", "name": "Row"})
+    built = from_row(ProductVariant, {"id": variant.pk, "sku": "ROW-1", "name": "Row"})
 
-    assert built.get_deferred_fields() == {f.attname for f in Product._meta.concrete_fields} - {"id", "sku", "name"}
+    assert built.get_deferred_fields() == {f.attname for f in ProductVariant._meta.concrete_fields} - {
+        "id",
+        "sku",
+        "name",
+    }
     assert built.price == 3  # read on first use, as any deferred field
 
 
@@ -155,11 +161,11 @@ def test_init_signal_receivers_still_see_instances_built_from_rows():
     def receiver(sender, instance, **kwargs):
         seen.append(instance)
 
-    post_init.connect(receiver, sender=Product)
+    post_init.connect(receiver, sender=ProductVariant)
     try:
-        built = from_row(Product, {"id": 1, "sku": "SIG-1", "name": "Signal"})
+        built = from_row(ProductVariant, {"id": 1, "sku": "SIG-1", "name": "Signal"})
     finally:
-        post_init.disconnect(receiver, sender=Product)
+        post_init.disconnect(receiver, sender=ProductVariant)
     assert seen == [built]
 
 

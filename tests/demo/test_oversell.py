@@ -43,7 +43,7 @@ def test_the_seed_designs_sell_more_than_they_have_or_lose_updates(strategy):
 def test_the_service_sells_exactly_its_stock():
     result = oversell_experiment_run(strategy="service", workers=8, stock=10, attempts=40, pause=0.02)
     assert (result.units_sold, result.final_stock, result.oversold, result.lost_updates) == (10, 0, 0, 0)
-    assert not Stock.objects.filter(product__sku__startswith="OVERSELL-DEMO", reserved__gt=0).exists()
+    assert not Stock.objects.filter(variant__sku__startswith="OVERSELL-DEMO", reserved__gt=0).exists()
 
 
 @pytest.mark.parametrize(

@@ -12,17 +12,17 @@ from tests.conftest import assert_books_balance, token_for
 from tests.processes import wait_for
 
 
-def assert_books(*products) -> None:
+def assert_books(*variants) -> None:
     """Counters equal the ledger, reserved equals the active reservations, nothing negative, nothing oversold."""
-    assert_books_balance(*products)
-    for product in products:
+    assert_books_balance(*variants)
+    for variant in variants:
         received = StockMovement.objects.filter(
-            stock__product=product, kind__in=[StockMovement.Kind.RESTOCK, StockMovement.Kind.ADJUST]
+            stock__variant=variant, kind__in=[StockMovement.Kind.RESTOCK, StockMovement.Kind.ADJUST]
         ).aggregate(units=Sum("on_hand_delta"))["units"]
         taken = Reservation.objects.filter(
-            product=product, state__in=[Reservation.State.ACTIVE, Reservation.State.COMMITTED]
+            variant=variant, state__in=[Reservation.State.ACTIVE, Reservation.State.COMMITTED]
         ).aggregate(units=Sum("quantity"))["units"]
-        assert (taken or 0) <= received, f"{product.sku}: {taken} units sold or held, only {received} received"
+        assert (taken or 0) <= received, f"{variant.sku}: {taken} units sold or held, only {received} received"
 
 
 @pytest.fixture

@@ -37,8 +37,8 @@ def on_skewed_host(offset: str, code: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_a_worker_whose_clock_runs_ahead_cannot_expire_an_order_early(make_product):
-    mug = make_product(sku="MUG", stock=5)
+def test_a_worker_whose_clock_runs_ahead_cannot_expire_an_order_early(make_variant):
+    mug = make_variant(sku="MUG", stock=5)
     order = order_place(email="a@example.com", items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k")
 
     swept = on_skewed_host(
@@ -58,8 +58,8 @@ def test_a_worker_whose_clock_runs_ahead_cannot_expire_an_order_early(make_produ
     assert_books(mug)
 
 
-def test_a_web_host_whose_clock_runs_behind_places_orders_that_expire_on_time(make_product):
-    mug = make_product(sku="MUG", stock=5)
+def test_a_web_host_whose_clock_runs_behind_places_orders_that_expire_on_time(make_variant):
+    mug = make_variant(sku="MUG", stock=5)
 
     placed = on_skewed_host(
         f"-{SKEW.total_seconds():.0f}s",

@@ -40,8 +40,8 @@ def in_background(func):
 
 
 @pytest.fixture
-def skus(make_product):
-    return make_product(sku="A", stock=5), make_product(sku="B", stock=5)
+def skus(make_variant):
+    return make_variant(sku="A", stock=5), make_variant(sku="B", stock=5)
 
 
 def test_a_connection_killed_mid_transaction_rolls_back_releases_the_locks_and_says_so(skus, token, tmp_path):

@@ -56,12 +56,12 @@ def stopped(pid: int) -> bool:
 # The stale holder's order goes in with its guarded write, in one round trip: whatever the stock, the
 # unique idempotency key refuses it before the guard is reached, and nothing of it is written.
 @pytest.mark.parametrize("stock", [1, 2], ids=["last-unit", "units-left"])
-def test_a_holder_paused_past_its_lock_ttl_cannot_write_when_it_wakes_up(make_product, settings, stock):
+def test_a_holder_paused_past_its_lock_ttl_cannot_write_when_it_wakes_up(make_variant, settings, stock):
     """The buyer retries the stalled request with its key and gets a unit. The stale holder's write,
     when it wakes, is refused by the unique key, which undoes it; the refusal finds the order under
     the key and answers with it."""
     settings.LOCK_TTL_SECONDS = 1.0
-    mug = make_product(sku="MUG", stock=stock)
+    mug = make_variant(sku="MUG", stock=stock)
     out = multiprocessing.get_context("fork").Queue()
     stale = start_process(_buy_and_freeze_before_writing, out=out)
     try:

@@ -344,7 +344,7 @@ def _holder_batch() -> tuple[bytes | None, int, int]:
     return token, sum(abs(mark_ms - lease_ms) <= 1 for mark_ms in marks_ms), queued
 
 
-def _stop_the_holder(product, pausables: dict[int, Pausable], *, within: float):
+def _stop_the_holder(variant, pausables: dict[int, Pausable], *, within: float):
     """Stop the worker holding the hot SKU's lock mid-transaction, with other buyers' requests taken.
 
     The test holds the stock row's lock, as a slow transaction would, until a holder's guarded UPDATE
@@ -356,7 +356,7 @@ def _stop_the_holder(product, pausables: dict[int, Pausable], *, within: float):
     db_port = int(settings.DATABASES["default"]["PORT"] or 3306)
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        with row_locked(stock_of(product)) as session:
+        with row_locked(stock_of(variant)) as session:
             _, port = waiting_order_update(session)
             pid = _socket_owner(pausables, local_port=port, remote_port=db_port)
             _, taken, queued = _holder_batch()
@@ -388,7 +388,7 @@ def _sell_on_after(sale: Sale, resumed_at: float) -> None:
     sale.stop.set()
 
 
-def _assert_everyone_told_the_truth(sale: Sale, product, pause: Pausable, log: Path) -> dict:
+def _assert_everyone_told_the_truth(sale: Sale, variant, pause: Pausable, log: Path) -> dict:
     """Every key's answers against the database (after the server has stopped: no late commit can come)."""
     orders = {order.idempotency_key: order for order in Order.all_objects.all()}
     quantities = {
@@ -424,13 +424,13 @@ def _assert_everyone_told_the_truth(sale: Sale, product, pause: Pausable, log: P
     told_numbers = {state.answers[-1].number for state in sale.keys.values() if state.final == PLACED}
     stored_numbers = {order.number for order in orders.values()}
     assert told_numbers == stored_numbers, (told_numbers - stored_numbers, stored_numbers - told_numbers)
-    stock = stock_of(product)
+    stock = stock_of(variant)
     units = OrderLine.objects.aggregate(units=Sum("quantity"))["units"] or 0
     active = Reservation.objects.filter(state=Reservation.State.ACTIVE).aggregate(units=Sum("quantity"))["units"]
     assert units == stock.reserved == (active or 0) <= stock.on_hand == STOCK
     refusals = {a.code for a in sale.answers if a.kind == REFUSED}
     assert refusals <= {"insufficient_stock"}, refusals  # same body per key: never a conflict or bad input
-    assert_books(product)
+    assert_books(variant)
 
     # The pause hit the sale: requests in flight when it began were held up by it (no answer within the
     # client's timeout, or none before the resume), buyers retried keys whose outcome they did not know,
@@ -475,8 +475,8 @@ def _server_log_lines(log: Path) -> dict:
 
 
 @pytest.fixture
-def hot(make_product):
-    return make_product(sku=SKU, stock=STOCK)
+def hot(make_variant):
+    return make_variant(sku=SKU, stock=STOCK)
 
 
 @pytest.fixture

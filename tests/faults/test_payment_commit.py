@@ -56,9 +56,9 @@ def _at_the_next_commit(monkeypatch, fault):
 
 
 def test_a_payment_whose_connection_is_killed_at_the_commit_is_applied_once_and_never_refunded(
-    make_product, customer, provider, monkeypatch
+    make_variant, customer, provider, monkeypatch
 ):
-    mug = make_product(sku="MUG", stock=5)
+    mug = make_variant(sku="MUG", stock=5)
     order = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k")
 
     def kill_then_commit(real_commit):
@@ -79,9 +79,9 @@ def test_a_payment_whose_connection_is_killed_at_the_commit_is_applied_once_and_
 
 
 def test_a_payment_committed_whose_acknowledgement_is_lost_is_kept_not_refunded(
-    make_product, customer, provider, monkeypatch
+    make_variant, customer, provider, monkeypatch
 ):
-    mug = make_product(sku="MUG", stock=5)
+    mug = make_variant(sku="MUG", stock=5)
     order = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k")
 
     def commit_then_lose_the_answer(real_commit):
@@ -100,8 +100,8 @@ def test_a_payment_committed_whose_acknowledgement_is_lost_is_kept_not_refunded(
     assert_books(mug)
 
 
-def test_charges_a_dead_payer_left_unsettled_are_applied_or_refunded_by_the_sweep(make_product, customer, provider):
-    mug = make_product(sku="MUG", stock=5)
+def test_charges_a_dead_payer_left_unsettled_are_applied_or_refunded_by_the_sweep(make_variant, customer, provider):
+    mug = make_variant(sku="MUG", stock=5)
     payable = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 1}], idempotency_key="a")
     cancelled = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 1}], idempotency_key="b")
     fresh = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 1}], idempotency_key="c")
@@ -133,8 +133,8 @@ def test_charges_a_dead_payer_left_unsettled_are_applied_or_refunded_by_the_swee
     assert_books(mug)
 
 
-def test_staff_see_an_orders_charges_and_their_state_in_the_admin(make_product, customer, provider, staff_admin):
-    make_product(sku="MUG", stock=5)
+def test_staff_see_an_orders_charges_and_their_state_in_the_admin(make_variant, customer, provider, staff_admin):
+    make_variant(sku="MUG", stock=5)
     order = pay(order_place(customer=customer, items=[{"sku": "MUG", "quantity": 1}], idempotency_key="k"))
 
     page = staff_admin.get(f"/admin/orders/order/{order.pk}/change/")

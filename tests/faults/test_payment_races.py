@@ -99,13 +99,13 @@ def signals(tmp_path) -> Path:
     return path
 
 
-def orders_paying(make_product):
+def orders_paying(make_variant):
     """Orders of the hot SKU, each with a payment started: those that can be paid, and those that
     cannot any more by the time their success arrives (cancelled; expired, their units sold since).
 
     Returns the SKU's product, the payable payments, and the unpayable ones with their order's status.
     """
-    hot = make_product(sku=HOT, stock=RECEIVED)
+    hot = make_variant(sku=HOT, stock=RECEIVED)
 
     def started(key: str, quantity: int) -> Payment:
         order = order_place(email=f"{key}@example.com", items=[{"sku": HOT, "quantity": quantity}], idempotency_key=key)
@@ -294,14 +294,14 @@ def assert_every_charge_settled(hot, payable, unpayable, refunds_asked) -> Count
 
 
 def test_successes_while_the_hot_skus_lock_is_busy_are_applied_or_refunded_once_never_refunded_for_waiting(
-    make_product, refunds_asked, signals, settings
+    make_variant, refunds_asked, signals, settings
 ):
     """Another section holds the hot SKU's lock far longer than LOCK_WAIT_SECONDS, letting it go three
     times, while four workers take 40 successes (20 payments, each delivered twice) and a storm of
     orders queues for the same lock. Tries time out and are retried; the retries apply what gets
     through, the sweeps the rest."""
     settings.LOCK_WAIT_SECONDS = 0.2
-    hot, payable, unpayable = orders_paying(make_product)
+    hot, payable, unpayable = orders_paying(make_variant)
     holder = {"role": "holder", "signals": str(signals), "hold": 1.0, "releases": 3}
     storm = {"role": "storm", "signals": str(signals)}
     retry = {"pace": 0.1, "backoff": 0.25, "start_after": str(signals / "held")}
@@ -327,7 +327,7 @@ def test_successes_while_the_hot_skus_lock_is_busy_are_applied_or_refunded_once_
 
 
 def test_successes_while_redis_is_down_wait_charged_and_are_applied_or_refunded_once_when_it_is_back(
-    make_product, refunds_asked, signals, settings, private_redis_settings
+    make_variant, refunds_asked, signals, settings, private_redis_settings
 ):
     """Redis (the locks' only home) is killed while successes arrive, some already applied: every try
     fails with LockUnavailable and its charge waits, charged, with no refund. Two workers' retries run
@@ -336,7 +336,7 @@ def test_successes_while_redis_is_down_wait_charged_and_are_applied_or_refunded_
     can still reach, and the sweeps the charges both of whose deliveries gave up."""
     redis = private_redis_settings
     settings.LOCK_WAIT_SECONDS = 1.0
-    hot, payable, unpayable = orders_paying(make_product)
+    hot, payable, unpayable = orders_paying(make_variant)
     storm = {"role": "storm", "signals": str(signals)}
     retry = {"pace": 0.15, "backoff": 0.25, "backoff_max": 1.0}
     jobs = workers_and(payable, unpayable, signals, [storm], budgets=[1, 1, 8, 8], **retry)

@@ -46,10 +46,10 @@ def charged(payment: Payment) -> Payment:
 
 
 def test_a_success_while_the_lock_is_busy_is_retried_and_then_applied_never_refunded(
-    make_product, customer, provider, settings
+    make_variant, customer, provider, settings
 ):
     settings.LOCK_WAIT_SECONDS = 0.3
-    mug = make_product(sku="MUG", stock=5)
+    mug = make_variant(sku="MUG", stock=5)
     order = place(customer, "k")
     payment = start(order)
 
@@ -65,9 +65,9 @@ def test_a_success_while_the_lock_is_busy_is_retried_and_then_applied_never_refu
     assert_books(mug)
 
 
-def test_the_settle_sweep_leaves_a_charge_charged_while_the_lock_is_busy(make_product, customer, provider, settings):
+def test_the_settle_sweep_leaves_a_charge_charged_while_the_lock_is_busy(make_variant, customer, provider, settings):
     settings.LOCK_WAIT_SECONDS = 0.3
-    mug = make_product(sku="MUG", stock=5)
+    mug = make_variant(sku="MUG", stock=5)
     payment = start(place(customer, "k"))
     Payment.objects.filter(pk=payment.pk).update(state=Payment.State.CHARGED, provider_payment="pi_1")
 
@@ -81,10 +81,10 @@ def test_the_settle_sweep_leaves_a_charge_charged_while_the_lock_is_busy(make_pr
 
 
 def test_a_success_while_redis_is_down_is_retried_once_it_is_back_never_refunded(
-    make_product, customer, provider, private_redis_settings
+    make_variant, customer, provider, private_redis_settings
 ):
     redis = private_redis_settings
-    mug = make_product(sku="MUG", stock=5)
+    mug = make_variant(sku="MUG", stock=5)
     order = place(customer, "k")
     payment = start(order)
 
@@ -100,9 +100,9 @@ def test_a_success_while_redis_is_down_is_retried_once_it_is_back_never_refunded
     assert_books(mug)
 
 
-def test_an_order_whose_charge_waits_for_the_lock_is_not_expired_meanwhile(make_product, customer, provider, settings):
+def test_an_order_whose_charge_waits_for_the_lock_is_not_expired_meanwhile(make_variant, customer, provider, settings):
     settings.LOCK_WAIT_SECONDS = 0.3
-    mug = make_product(sku="MUG", stock=5)
+    mug = make_variant(sku="MUG", stock=5)
     order = place(customer, "k")
     payment = start(order)
     with LockHeldElsewhere("MUG"), pytest.raises(LockTimeout):
@@ -117,10 +117,10 @@ def test_an_order_whose_charge_waits_for_the_lock_is_not_expired_meanwhile(make_
 
 
 def test_a_charge_taken_within_the_payable_window_revives_its_order_however_late_it_is_applied(
-    make_product, customer, provider, settings
+    make_variant, customer, provider, settings
 ):
     settings.LOCK_WAIT_SECONDS = 0.3
-    mug = make_product(sku="MUG", stock=5)
+    mug = make_variant(sku="MUG", stock=5)
     order = place(customer, "k")
     payment = start(order)
     Order.objects.filter(pk=order.pk).update(expires_at=timezone.now() - timedelta(seconds=1))

@@ -23,8 +23,8 @@ from tests.race import answers_of, queue_one_by_one, run_parallel, wait_for_peer
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_orders_get_a_503_while_redis_is_down_and_go_through_again_once_it_is_back(make_product, token, tmp_path):
-    mug = make_product(sku="MUG", stock=50)
+def test_orders_get_a_503_while_redis_is_down_and_go_through_again_once_it_is_back(make_variant, token, tmp_path):
+    mug = make_variant(sku="MUG", stock=50)
     with RedisServer(tmp_path) as redis:
         env = process_env(REDIS_URL=redis.url, CELERY_BROKER_URL=redis.url, ORDER_THROTTLE_RATE="100000/minute")
         with app_server(env, tmp_path / "gunicorn.log", workers=2) as (url, _):
@@ -114,7 +114,7 @@ def _newcomer(quantity, gate, stalled):
     return {key: order.number}, None, [], windows
 
 
-def test_a_redis_crash_just_before_sell_out_cannot_oversell(make_product, private_redis_settings):
+def test_a_redis_crash_just_before_sell_out_cannot_oversell(make_variant, private_redis_settings):
     """Redis is killed and restarted twice mid-load, the second time with a third of the units left.
 
     Each time a section is kept open across the crash, the crowd holds back, and a newcomer locks afresh
@@ -122,7 +122,7 @@ def test_a_redis_crash_just_before_sell_out_cannot_oversell(make_product, privat
     every unit left, so the two ask for more than there is and only the guarded UPDATE stops an oversell.
     """
     redis, stock = private_redis_settings, 60
-    mug = make_product(sku="MUG", stock=stock)
+    mug = make_variant(sku="MUG", stock=stock)
     crashes, newcomers = [], []
     connections.close_all()  # the manager's process must not share this process's connection
     with multiprocessing.get_context("fork").Manager() as shared, ThreadPoolExecutor(3) as background:
@@ -181,11 +181,11 @@ def _buy_hot(key, out):
 
 
 def test_a_buyer_whose_request_was_taken_when_redis_died_is_told_the_outcome_is_unknown(
-    make_product, private_redis_settings, monkeypatch, tmp_path
+    make_variant, private_redis_settings, monkeypatch, tmp_path
 ):
     """Redis crashes after a holder took a waiter's request and before it answered: the waiter cannot
     learn what happened, so it must not be told that nothing changed; the holder commits its order."""
-    hot, serving = make_product(sku="HOT", stock=10), tmp_path / "serving"
+    hot, serving = make_variant(sku="HOT", stock=10), tmp_path / "serving"
     run = batching.batch_run
 
     def serve_slowly(batch_type, requests):

@@ -66,8 +66,8 @@ def place(sku, quantity, key):
     return order_place(email="x@example.com", items=[{"sku": sku, "quantity": quantity}], idempotency_key=key)
 
 
-def test_the_stock_pages_open_for_staff(staff_admin, make_product):
-    mug = make_product(sku="MUG", stock=10)
+def test_the_stock_pages_open_for_staff(staff_admin, make_variant):
+    mug = make_variant(sku="MUG", stock=10)
     order = place("MUG", 2, "k1")
     stock = stock_of(mug)
 
@@ -80,7 +80,7 @@ def test_the_stock_pages_open_for_staff(staff_admin, make_product):
 
     assert changelist.status_code == page.status_code == movements.status_code == 200
     assert reservations.status_code == reservation_page.status_code == 200
-    assert [(s.product.sku, s.on_hand, s.reserved, s.available) for s in changelist.context["cl"].result_list] == [
+    assert [(s.variant.sku, s.on_hand, s.reserved, s.available) for s in changelist.context["cl"].result_list] == [
         ("MUG", 10, 2, 8)
     ]
     form = form_fields(page)
@@ -90,21 +90,21 @@ def test_the_stock_pages_open_for_staff(staff_admin, make_product):
     assert order.number in reservation_page.content.decode()
 
 
-def test_stock_is_never_added_or_deleted_in_the_admin(staff_admin, make_product):
-    stock = stock_of(make_product(sku="MUG", stock=1))
+def test_stock_is_never_added_or_deleted_in_the_admin(staff_admin, make_variant):
+    stock = stock_of(make_variant(sku="MUG", stock=1))
 
     assert staff_admin.get(reverse("admin:inventory_stock_add")).status_code == 403
     assert (
         staff_admin.post(reverse("admin:inventory_stock_delete", args=[stock.pk]), {"post": "yes"}).status_code == 403
     )
     assert staff_admin.get(reverse("admin:inventory_stock_changelist")).context["action_form"] is None  # no actions
-    assert stock_of(stock.product).on_hand == 1
+    assert stock_of(stock.variant).on_hand == 1
 
 
 def test_saving_the_form_adjusts_through_the_service_and_the_movement_shows_on_the_page(
-    staff_admin, shop_staff, make_product
+    staff_admin, shop_staff, make_variant
 ):
-    mug = make_product(sku="MUG", stock=10)
+    mug = make_variant(sku="MUG", stock=10)
     stock = stock_of(mug)
 
     response = save_form(staff_admin, stock, load_form(staff_admin, stock), new_on_hand=15, reason="stock take")
@@ -123,8 +123,8 @@ def test_saving_the_form_adjusts_through_the_service_and_the_movement_shows_on_t
     assert_books_balance(mug)
 
 
-def test_a_form_loaded_before_an_order_is_refused_and_changes_nothing(staff_admin, make_product):
-    mug = make_product(sku="MUG", stock=10)
+def test_a_form_loaded_before_an_order_is_refused_and_changes_nothing(staff_admin, make_variant):
+    mug = make_variant(sku="MUG", stock=10)
     stock = stock_of(mug)
     form = load_form(staff_admin, stock)
     place("MUG", 2, "k1")  # meanwhile, a customer orders
@@ -146,8 +146,8 @@ def test_a_form_loaded_before_an_order_is_refused_and_changes_nothing(staff_admi
     assert_books_balance(mug)
 
 
-def test_going_below_the_reserved_units_is_a_form_error(staff_admin, make_product):
-    mug = make_product(sku="MUG", stock=10)
+def test_going_below_the_reserved_units_is_a_form_error(staff_admin, make_variant):
+    mug = make_variant(sku="MUG", stock=10)
     place("MUG", 4, "k1")
     stock = stock_of(mug)
 
@@ -169,8 +169,8 @@ def test_going_below_the_reserved_units_is_a_form_error(staff_admin, make_produc
         (-1, "recount", "new_on_hand", "Ensure this value is greater than or equal to 0."),
     ],
 )
-def test_a_bad_edit_is_a_form_error_and_writes_nothing(staff_admin, make_product, new_on_hand, reason, field, error):
-    mug = make_product(sku="MUG", stock=5)
+def test_a_bad_edit_is_a_form_error_and_writes_nothing(staff_admin, make_variant, new_on_hand, reason, field, error):
+    mug = make_variant(sku="MUG", stock=5)
     stock = stock_of(mug)
 
     response = save_form(staff_admin, stock, load_form(staff_admin, stock), new_on_hand=new_on_hand, reason=reason)
@@ -181,8 +181,8 @@ def test_a_bad_edit_is_a_form_error_and_writes_nothing(staff_admin, make_product
     assert stock_of(mug).version == stock.version
 
 
-def test_view_only_staff_see_the_stock_but_cannot_change_it(client, staff_user, make_product):
-    stock = stock_of(make_product(sku="MUG", stock=5))
+def test_view_only_staff_see_the_stock_but_cannot_change_it(client, staff_user, make_variant):
+    stock = stock_of(make_variant(sku="MUG", stock=5))
     staff_user.user_permissions.add(
         *Permission.objects.filter(codename__in=["view_stock", "view_stockmovement", "view_product"])
     )
@@ -193,18 +193,18 @@ def test_view_only_staff_see_the_stock_but_cannot_change_it(client, staff_user, 
     assert page.status_code == 200
     assert "new_on_hand" not in form_fields(page)
     assert client.post(change_url(stock), {"new_on_hand": 9, "reason": "x"}).status_code == 403
-    assert stock_of(stock.product).on_hand == 5
+    assert stock_of(stock.variant).on_hand == 5
 
 
-def test_the_low_stock_filter(staff_admin, make_product):
-    sold_out = make_product(sku="GONE", stock=2)
+def test_the_low_stock_filter(staff_admin, make_variant):
+    sold_out = make_variant(sku="GONE", stock=2)
     place("GONE", 2, "k1")  # on hand but all reserved: out of stock
-    make_product(sku="LOW", stock=4)
-    make_product(sku="PLENTY", stock=12)
+    make_variant(sku="LOW", stock=4)
+    make_variant(sku="PLENTY", stock=12)
 
     def listed(level):
         response = staff_admin.get(reverse("admin:inventory_stock_changelist") + f"?stock_level={level}")
-        return [stock.product.sku for stock in response.context["cl"].result_list]
+        return [stock.variant.sku for stock in response.context["cl"].result_list]
 
     assert listed("out") == ["GONE"]
     assert listed("low") == ["GONE", "LOW"]
@@ -212,8 +212,8 @@ def test_the_low_stock_filter(staff_admin, make_product):
     assert stock_of(sold_out).on_hand == 2
 
 
-def test_the_movement_inline_shows_the_newest_movements_and_links_to_the_whole_ledger(staff_admin, make_product):
-    mug = make_product(sku="MUG")
+def test_the_movement_inline_shows_the_newest_movements_and_links_to_the_whole_ledger(staff_admin, make_variant):
+    mug = make_variant(sku="MUG")
     for n in range(1, MOVEMENTS_SHOWN + 6):
         stock_restock(sku="MUG", quantity=1, reason=f"delivery {n}")
 
@@ -226,9 +226,9 @@ def test_the_movement_inline_shows_the_newest_movements_and_links_to_the_whole_l
     assert ledger.context["cl"].result_count == MOVEMENTS_SHOWN + 5
 
 
-def test_the_reservation_list_filters_and_search(staff_admin, make_product):
-    make_product(sku="MUG", stock=10)
-    make_product(sku="CAP", stock=10)
+def test_the_reservation_list_filters_and_search(staff_admin, make_variant):
+    make_variant(sku="MUG", stock=10)
+    make_variant(sku="CAP", stock=10)
     fresh = place("MUG", 1, "k1")
     overdue = place("MUG", 2, "k2")
     cancelled = order_cancel(order=place("CAP", 3, "k3"))
@@ -303,9 +303,9 @@ def _race_job(*, role, name, user_id, stock, orders=0):
 
 
 def test_admin_edits_racing_orders_from_parallel_processes_never_lose_a_reservation_or_oversell(
-    shop_staff, make_product
+    shop_staff, make_variant
 ):
-    mug = make_product(sku="MUG", stock=20)
+    mug = make_variant(sku="MUG", stock=20)
     stock = stock_of(mug)
     common = {"user_id": shop_staff.pk, "stock": stock}
     jobs = [
@@ -342,8 +342,8 @@ def test_admin_edits_racing_orders_from_parallel_processes_never_lose_a_reservat
     assert_books_balance(mug)
 
 
-def test_the_ledger_says_why_and_what_in_words_not_codes(staff_admin, make_product):
-    mug = make_product(sku="MUG", stock=5)
+def test_the_ledger_says_why_and_what_in_words_not_codes(staff_admin, make_variant):
+    mug = make_variant(sku="MUG", stock=5)
     order_cancel(order=order_place(email="x@example.com", items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k"))
     stock_restock(sku="MUG", quantity=1, reason="refund_restock")
 

@@ -8,8 +8,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def mug(make_product):
-    return make_product(sku="MUG", stock=10)
+def mug(make_variant):
+    return make_variant(sku="MUG", stock=10)
 
 
 def test_staff_read_the_stock(staff_client, mug):
@@ -101,8 +101,8 @@ def test_inventory_is_for_staff_with_stock_permissions(api_client, customer_clie
     assert stock_of(mug).on_hand == 10
 
 
-def test_unknown_or_deleted_skus_are_not_found(staff_client, make_product):
-    make_product(sku="GONE").delete()
+def test_unknown_or_deleted_skus_are_not_found(staff_client, make_variant):
+    make_variant(sku="GONE").delete()
     for sku in ("NOPE", "GONE"):
         for response in (
             staff_client.get(f"/api/inventory/{sku}/"),

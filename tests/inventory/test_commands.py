@@ -23,8 +23,8 @@ def run(*args):
 
 
 @pytest.mark.django_db
-def test_adjust_stock_sets_and_shifts_through_the_service(make_product, staff_user):
-    mug = make_product(sku="MUG", stock=10)
+def test_adjust_stock_sets_and_shifts_through_the_service(make_variant, staff_user):
+    mug = make_variant(sku="MUG", stock=10)
 
     assert "on hand 25" in run("adjust_stock", "MUG", "--set", "25", "--reason", "count", "--actor", "stan")
     assert "on hand 22" in run("adjust_stock", "MUG", "--delta", "-3", "--reason", "broken")
@@ -51,8 +51,8 @@ def test_adjust_stock_sets_and_shifts_through_the_service(make_product, staff_us
         (["MUG", "--delta", "1", "--reason", "r", "--actor", "nobody"], "No user named"),
     ],
 )
-def test_adjust_stock_refuses_bad_arguments_and_changes_nothing(make_product, args, message):
-    mug = make_product(sku="MUG", stock=10)
+def test_adjust_stock_refuses_bad_arguments_and_changes_nothing(make_variant, args, message):
+    mug = make_variant(sku="MUG", stock=10)
     before = StockMovement.objects.count()
     with pytest.raises(CommandError, match=message):
         run("adjust_stock", *args)

@@ -37,8 +37,8 @@ def _place(items, key):
         return {"outcome": f"{type(exc).__name__}: {exc}"}
 
 
-def test_500_buyers_from_16_processes_never_oversell_one_sku(make_product):
-    mug = make_product(sku="MUG", stock=100)
+def test_500_buyers_from_16_processes_never_oversell_one_sku(make_variant):
+    mug = make_variant(sku="MUG", stock=100)
     rng = random.Random(2)
     jobs = [{"items": [{"sku": "MUG", "quantity": rng.randint(1, 3)}], "key": f"buyer-{i}"} for i in range(500)]
 
@@ -60,12 +60,12 @@ def test_500_buyers_from_16_processes_never_oversell_one_sku(make_product):
     assert_books_balance(mug)
 
 
-def test_orders_over_three_skus_in_random_order_neither_deadlock_nor_time_out(make_product):
-    products = [make_product(sku=f"SKU-{n}", stock=250) for n in range(5)]
+def test_orders_over_three_skus_in_random_order_neither_deadlock_nor_time_out(make_variant):
+    variants = [make_variant(sku=f"SKU-{n}", stock=250) for n in range(5)]
     rng = random.Random(3)
     jobs = []
     for i in range(500):
-        picked = rng.sample([p.sku for p in products], 3)  # random order on purpose
+        picked = rng.sample([p.sku for p in variants], 3)  # random order on purpose
         jobs.append({"items": [{"sku": sku, "quantity": rng.randint(1, 3)} for sku in picked], "key": f"multi-{i}"})
 
     results = run_parallel(_place, jobs, processes=16)
@@ -73,15 +73,15 @@ def test_orders_over_three_skus_in_random_order_neither_deadlock_nor_time_out(ma
     outcomes = [r["outcome"] for r in results]
     assert set(outcomes) <= {"placed", "insufficient_stock"}, set(outcomes)  # no lock_timeout, no deadlock
     assert outcomes.count("insufficient_stock") > 0  # the load did exhaust stock
-    for product in products:
+    for variant in variants:
         wanted = sum(
             line["quantity"]
             for job, r in zip(jobs, results, strict=True)
             if r["outcome"] == "placed"
             for line in job["items"]
-            if line["sku"] == product.sku
+            if line["sku"] == variant.sku
         )
-        stock = stock_of(product)
+        stock = stock_of(variant)
         assert stock.reserved == wanted <= 250
         # Refusals were real: each short line saw less than it asked for, and what is left of a SKU
         # cannot serve the smallest line refused for it.
@@ -89,17 +89,17 @@ def test_orders_over_three_skus_in_random_order_neither_deadlock_nor_time_out(ma
             shortage["requested"]
             for r in results
             for shortage in r.get("shortages", [])
-            if shortage["sku"] == product.sku
+            if shortage["sku"] == variant.sku
         ]
         assert all(s["available"] < s["requested"] for r in results for s in r.get("shortages", []))
         if refused_here:
             assert stock.available < min(refused_here)
-    assert_books_balance(*products)
+    assert_books_balance(*variants)
 
 
-def test_the_lock_is_still_held_when_the_transaction_commits(make_product, monkeypatch):
+def test_the_lock_is_still_held_when_the_transaction_commits(make_variant, monkeypatch):
     """The heart of the design: commit first, then release (seed 000's sell3 does the reverse)."""
-    make_product(sku="MUG", stock=10)
+    make_variant(sku="MUG", stock=10)
     lock_client = caches[settings.LOCK_CACHE_ALIAS].client
     lock_key_in_redis = lock_client.make_key(lock_key("MUG"))
     real_commit = connection.commit
@@ -148,8 +148,8 @@ def _run(func, **kwargs):
     return func(**kwargs)
 
 
-def test_a_holder_whose_lock_expires_mid_section_still_cannot_oversell(make_product):
-    mug = make_product(sku="MUG", stock=5)
+def test_a_holder_whose_lock_expires_mid_section_still_cannot_oversell(make_variant):
+    mug = make_variant(sku="MUG", stock=5)
 
     stalled, rival = run_parallel(
         _run,
@@ -212,7 +212,7 @@ def seed_table(transactional_db):
         cursor.execute(f"DROP TABLE {SEED_TABLE}")
 
 
-def test_seed_sell3_oversells_on_mariadb_while_the_service_does_not(seed_table, make_product, tmp_path):
+def test_seed_sell3_oversells_on_mariadb_while_the_service_does_not(seed_table, make_variant, tmp_path):
     buyers, stock, pause = 6, 3, 0.3
     pauses = tmp_path / "pauses"
 
@@ -221,7 +221,7 @@ def test_seed_sell3_oversells_on_mariadb_while_the_service_does_not(seed_table, 
         cursor.execute(f"SELECT stocks FROM {SEED_TABLE} WHERE goods_id = 1")
         (seed_left,) = cursor.fetchone()
 
-    mug = make_product(sku="MUG", stock=stock)
+    mug = make_variant(sku="MUG", stock=stock)
     service_sales = run_parallel(
         _service_buy,
         [{"key": f"b{i}", "quantity": 1, "pause": pause, "pauses": str(pauses)} for i in range(buyers)],
@@ -232,5 +232,5 @@ def test_seed_sell3_oversells_on_mariadb_while_the_service_does_not(seed_table, 
     assert sum(seed_sales) > stock and seed_left < 0, "sell3 should have oversold"
     assert sum(service_sales) == stock
     assert pauses.read_text().split(), "the pause never hit the service between its decision and its commit"
-    assert stock_of(mug).available == 0 and Stock.objects.get(product=mug).reserved == stock
+    assert stock_of(mug).available == 0 and Stock.objects.get(variant=mug).reserved == stock
     assert_books_balance(mug)

@@ -17,9 +17,9 @@ from tests.conftest import assert_books_balance, stock_of
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_a_real_deadlock_victim_is_retried_and_both_transactions_commit(make_product):
+def test_a_real_deadlock_victim_is_retried_and_both_transactions_commit(make_variant):
     """Two sessions lock two rows in opposite orders: MariaDB rolls one back as the victim, which runs again."""
-    first, second = (stock_of(make_product(stock=1)).pk for _ in range(2))
+    first, second = (stock_of(make_variant(stock=1)).pk for _ in range(2))
     both_hold_one = threading.Barrier(2, timeout=30)
     attempts, failures = [], []
 
@@ -48,8 +48,8 @@ def test_a_real_deadlock_victim_is_retried_and_both_transactions_commit(make_pro
     assert len(attempts) == 3  # a deadlock happened: one victim, tried twice
 
 
-def test_the_expiry_sweep_retries_an_order_whose_release_was_a_deadlock_victim(make_product, customer, monkeypatch):
-    mug = make_product(sku="MUG", stock=3)
+def test_the_expiry_sweep_retries_an_order_whose_release_was_a_deadlock_victim(make_variant, customer, monkeypatch):
+    mug = make_variant(sku="MUG", stock=3)
     order = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k1")
     Order.objects.filter(pk=order.pk).update(expires_at=timezone.now() - timedelta(hours=1))
     real, calls = orders.services.sweeps.order_expire, []

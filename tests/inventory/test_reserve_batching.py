@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _reserve_order(order_id):
-    order = Order.objects.prefetch_related("lines__product").get(pk=order_id)
+    order = Order.objects.prefetch_related("lines__variant").get(pk=order_id)
     return stock_reserve(order=order, expires_at=order.expires_at)
 
 
@@ -52,8 +52,8 @@ def _queued_behind_held_lock(reserve, orders):
     return results
 
 
-def test_reservations_a_batch_hands_back_match_the_stored_rows_field_for_field(make_product):
-    hot = make_product(sku="HOT", stock=50)
+def test_reservations_a_batch_hands_back_match_the_stored_rows_field_for_field(make_variant):
+    hot = make_variant(sku="HOT", stock=50)
     orders = []
     for n in range(6):
         items = [{"sku": "HOT", "quantity": 1 + n % 2}]
@@ -78,15 +78,15 @@ def _reserve_queued(n, order_id, out):
     out.put((n, _reserve_or_refusal(order_id)))
 
 
-def _orders_to_reserve(product, quantities, *, available):
+def _orders_to_reserve(variant, quantities, *, available):
     """Orders of ``quantities`` of ``product`` with their lines but no reservation, and ``available`` units free."""
     orders = []
     for n, quantity in enumerate(quantities):
-        items = [{"sku": product.sku, "quantity": quantity}]
-        order = order_place(email="b@example.com", items=items, idempotency_key=f"{product.sku}{n}")
+        items = [{"sku": variant.sku, "quantity": quantity}]
+        order = order_place(email="b@example.com", items=items, idempotency_key=f"{variant.sku}{n}")
         stock_release(order=order, reason=Reservation.ReleaseReason.CANCELLED)  # lines kept, units back
         orders.append(order)
-    stock_adjust(sku=product.sku, set_to=available, reason="the units this test shares out")
+    stock_adjust(sku=variant.sku, set_to=available, reason="the units this test shares out")
     return orders
 
 
@@ -116,12 +116,12 @@ def _active_reservations(order) -> list[int]:
     ],
 )
 def test_every_order_in_a_batch_is_reserved_or_refused_as_it_would_be_alone(
-    make_product, monkeypatch, tmp_path, quantities, codes
+    make_variant, monkeypatch, tmp_path, quantities, codes
 ):
     """A batch served out of order, or stopping at its first refusal, answers some order differently."""
-    hot = make_product(sku="HOT", stock=sum(quantities))
-    alone_product = make_product(sku="ALONE", stock=sum(quantities))
-    orders, alone_orders = (_orders_to_reserve(p, quantities, available=5) for p in (hot, alone_product))
+    hot = make_variant(sku="HOT", stock=sum(quantities))
+    alone_variant = make_variant(sku="ALONE", stock=sum(quantities))
+    orders, alone_orders = (_orders_to_reserve(p, quantities, available=5) for p in (hot, alone_variant))
     batch_sizes = batch_sizes_recorded(monkeypatch, "reserve", tmp_path / "batches")
 
     processes, out = queue_one_by_one(_reserve_queued, [{"n": n, "order_id": o.pk} for n, o in enumerate(orders)])
@@ -138,5 +138,5 @@ def test_every_order_in_a_batch_is_reserved_or_refused_as_it_would_be_alone(
     # at reserving everything was rolled back with its rows).
     for order, answer in zip(orders, batched, strict=True):
         assert _active_reservations(order) == answer.get("reserved", [])
-    assert stock_of(hot).reserved == stock_of(alone_product).reserved
-    assert_books_balance(hot, alone_product)
+    assert stock_of(hot).reserved == stock_of(alone_variant).reserved
+    assert_books_balance(hot, alone_variant)

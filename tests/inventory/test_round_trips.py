@@ -9,7 +9,7 @@ from core.clock import db_now
 from inventory.services import stock_reserve
 from orders.models import Order
 from orders.services import order_place
-from shop.models import Product
+from shop.models import ProductVariant
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -22,9 +22,9 @@ def redis_commands():
 
 
 @pytest.mark.parametrize("skus", [1, 3])
-def test_placing_an_order_costs_a_fixed_number_of_queries_and_redis_commands(make_product, redis_commands, skus):
+def test_placing_an_order_costs_a_fixed_number_of_queries_and_redis_commands(make_variant, redis_commands, skus):
     for n in range(skus):
-        make_product(sku=f"SKU-{n}", stock=10)
+        make_variant(sku=f"SKU-{n}", stock=10)
     items = [{"sku": f"SKU-{n}", "quantity": 1} for n in range(skus)]
     db_now()  # the database's clock is read once per DB_CLOCK_RESYNC_SECONDS, not per order
     order_place(email="a@example.com", items=items, idempotency_key="warm")  # the lock scripts loaded in Redis
@@ -52,11 +52,11 @@ def test_placing_an_order_costs_a_fixed_number_of_queries_and_redis_commands(mak
 
 
 def test_reserving_an_order_with_its_lines_at_hand_costs_three_queries_and_two_redis_round_trips(
-    make_product, redis_commands
+    make_variant, redis_commands
 ):
-    make_product(sku="SKU-0", stock=10)
+    make_variant(sku="SKU-0", stock=10)
     order = order_place(email="a@example.com", items=[{"sku": "SKU-0", "quantity": 1}], idempotency_key="k")
-    order = Order.objects.prefetch_related("lines__product").get(pk=order.pk)
+    order = Order.objects.prefetch_related("lines__variant").get(pk=order.pk)
     redis_commands.clear()
 
     with CaptureQueriesContext(connection) as queries:
@@ -72,10 +72,10 @@ def test_reserving_an_order_with_its_lines_at_hand_costs_three_queries_and_two_r
 
 
 @pytest.mark.parametrize("skus", [1, 3])
-def test_the_order_api_answers_a_new_order_without_reading_it_back(make_product, customer_client, skus):
+def test_the_order_api_answers_a_new_order_without_reading_it_back(make_variant, customer_client, skus):
     """The placed order comes back from the service with its lines, prices and product names at hand."""
     for n in range(skus):
-        make_product(sku=f"SKU-{n}", stock=10, price=f"{n + 1}.50")
+        make_variant(sku=f"SKU-{n}", stock=10, price=f"{n + 1}.50")
     items = [{"sku": f"SKU-{n}", "quantity": n + 1} for n in range(skus)]
     customer_client.post("/api/orders/", {"items": items}, format="json", HTTP_IDEMPOTENCY_KEY="warm")
 
@@ -87,7 +87,7 @@ def test_the_order_api_answers_a_new_order_without_reading_it_back(make_product,
     assert response.json()["lines"] == [
         {
             "sku": f"SKU-{n}",
-            "name": Product.objects.get(sku=f"SKU-{n}").name,
+            "name": ProductVariant.objects.get(sku=f"SKU-{n}").name,
             "quantity": n + 1,
             "unit_price": f"{n + 1}.50",
             "line_total": f"{(n + 1) * (n + 1.5):.2f}",

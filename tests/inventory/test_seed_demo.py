@@ -7,7 +7,7 @@ from django.core.management import call_command
 
 from orders.services import order_quote
 from shipping.models import ShippingZone
-from shop.models import Product
+from shop.models import ProductVariant
 from tax.models import TaxRate
 from tests.conftest import assert_books_balance
 
@@ -23,19 +23,19 @@ def run(*args, **env):
 def test_seed_demo_is_idempotent_and_prints_a_generated_password(monkeypatch):
     monkeypatch.delenv("DEMO_STAFF_PASSWORD", raising=False)
     first = run("seed_demo")
-    products = {p.sku: p.stock.on_hand for p in Product.objects.select_related("stock")}
+    variants = {p.sku: p.stock.on_hand for p in ProductVariant.objects.select_related("stock")}
 
     second = run("seed_demo")
 
     assert "9 created" in first and "Staff user: staff / password: " in first
     assert "0 created, 9 already there" in second and "password unchanged" in second
     assert ShippingZone.objects.count() == 3 and TaxRate.objects.count() == 10  # not made twice
-    assert {p.sku: p.stock.on_hand for p in Product.objects.select_related("stock")} == products
+    assert {p.sku: p.stock.on_hand for p in ProductVariant.objects.select_related("stock")} == variants
     staff = get_user_model().objects.get(username="staff")
     password = first.split("password: ")[1].split()[0]
     assert staff.is_staff and staff.check_password(password)
     assert staff.has_perm("inventory.change_stock")
-    assert_books_balance(*Product.objects.all())
+    assert_books_balance(*ProductVariant.objects.all())
 
 
 def test_the_demo_ships_and_taxes_so_a_newcomer_can_check_out_at_once():

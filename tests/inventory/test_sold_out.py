@@ -20,7 +20,7 @@ from inventory.models import Reservation
 from inventory.services import stock_adjust, stock_reserve, stock_restock
 from orders import services
 from orders.models import Order
-from shop.models import Product
+from shop.models import ProductVariant
 from tests.conftest import assert_books_balance, pay, stock_of
 from tests.race import run_parallel, run_process
 
@@ -44,16 +44,16 @@ def refused(key: str, quantity: int = 1) -> dict:
 
 
 @pytest.fixture
-def sold_out(make_product):
+def sold_out(make_variant):
     """HOT with its two units sold to two orders, and so marked."""
-    hot = make_product(sku="HOT", stock=2)
+    hot = make_variant(sku="HOT", stock=2)
     orders = [place("first"), place("second")]
     assert marked()
     return hot, orders
 
 
-def test_the_commit_that_takes_the_last_unit_marks_the_sku_for_a_short_while(make_product):
-    make_product(sku="HOT", stock=3)
+def test_the_commit_that_takes_the_last_unit_marks_the_sku_for_a_short_while(make_variant):
+    make_variant(sku="HOT", stock=3)
     place("a", 2)
     assert not marked()
     place("b", 1)
@@ -83,8 +83,8 @@ def test_a_refusal_on_a_marked_sku_takes_no_lock_and_opens_no_transaction(sold_o
     assert redis_sent == ["MGET"]  # having seen the mark, this process reads it first: Redis's cheapest answer
 
 
-def test_an_order_over_several_skus_is_refused_by_the_round_trip_that_would_lock_them(sold_out, make_product):
-    make_product(sku="MUG", stock=5)
+def test_an_order_over_several_skus_is_refused_by_the_round_trip_that_would_lock_them(sold_out, make_variant):
+    make_variant(sku="MUG", stock=5)
     with redis_round_trips() as redis_sent, pytest.raises(DomainError) as refusal:
         services.order_place(
             email="late@example.com",
@@ -95,7 +95,7 @@ def test_an_order_over_several_skus_is_refused_by_the_round_trip_that_would_lock
     assert refusal.value.payload["shortages"] == [{"sku": "HOT", "requested": 3, "available": 0}]
     assert redis_sent == ["EVALSHA"]  # take_free.lua read the marks and took nothing
     assert _lock_keys() == [lock_key_of("HOT") + ":soldout"]  # nothing locked or queued
-    assert stock_of(Product.objects.get(sku="MUG")).reserved == 0
+    assert stock_of(ProductVariant.objects.get(sku="MUG")).reserved == 0
 
 
 def test_a_marked_sku_refuses_at_once_even_while_its_lock_is_held_and_on_the_last_try():
@@ -136,8 +136,8 @@ def test_a_retry_of_an_order_placed_before_the_sell_out_is_still_told_its_order(
     assert place("second").number == second.number
 
 
-def test_the_mark_never_outlives_the_first_reservation_due_to_expire(make_product):
-    make_product(sku="HOT", stock=1)
+def test_the_mark_never_outlives_the_first_reservation_due_to_expire(make_variant):
+    make_variant(sku="HOT", stock=1)
     soon = place("soon")
     Reservation.objects.filter(order_line__order=soon).update(expires_at=timezone.now() + timedelta(seconds=1))
     locks.sold_out_clear(["HOT"])
@@ -234,9 +234,9 @@ def _sell_last_unit_then_die() -> None:
     place("last")
 
 
-def test_a_crash_between_the_commit_and_the_mark_changes_nothing_but_speed(make_product, settings):
+def test_a_crash_between_the_commit_and_the_mark_changes_nothing_but_speed(make_variant, settings):
     settings.LOCK_TTL_SECONDS, settings.LOCK_WAIT_SECONDS = 1.0, 0.5
-    hot = make_product(sku="HOT", stock=1)
+    hot = make_variant(sku="HOT", stock=1)
 
     assert run_process(_sell_last_unit_then_die) == 3
 
@@ -253,7 +253,7 @@ def test_reserving_an_orders_lines_again_on_a_marked_sku_is_refused_from_redis(s
     _expire([first])  # frees its unit and clears the mark; the next order sells it out again
     place("third")
     assert marked()
-    first = Order.objects.prefetch_related("lines__product").get(pk=first.pk)
+    first = Order.objects.prefetch_related("lines__variant").get(pk=first.pk)
 
     with redis_round_trips() as redis_sent, CaptureQueriesContext(connection) as queries:
         with pytest.raises(DomainError) as refusal:
@@ -267,7 +267,7 @@ def test_reserving_an_orders_lines_again_on_a_marked_sku_is_refused_from_redis(s
 def test_a_refusal_from_the_mark_leaves_no_garbage_for_the_collector(sold_out):
     """A crowd's refusals must not pile up reference cycles: the collector's full passes stall a busy process."""
     hot, (first, _) = sold_out
-    first = Order.objects.prefetch_related("lines__product").get(pk=first.pk)
+    first = Order.objects.prefetch_related("lines__variant").get(pk=first.pk)
     expires_at = timezone.now() + timedelta(minutes=15)
     gc.collect()
 

@@ -47,9 +47,9 @@ def run_action(client, action, *orders, **extra):
     return client.post(CHANGELIST + "?deleted=all", data)
 
 
-def test_the_order_pages_open_and_are_read_only(staff_admin, make_product):
-    make_product(sku="MUG", stock=10, price="12.50")
-    make_product(sku="CAP", stock=10, price="20.00")
+def test_the_order_pages_open_and_are_read_only(staff_admin, make_variant):
+    make_variant(sku="MUG", stock=10, price="12.50")
+    make_variant(sku="CAP", stock=10, price="20.00")
     order = order_place(
         email="x@example.com",
         items=[{"sku": "MUG", "quantity": 2}, {"sku": "CAP", "quantity": 1}],
@@ -65,7 +65,7 @@ def test_the_order_pages_open_and_are_read_only(staff_admin, make_product):
     assert (row.number, row.status, str(row.total)) == (order.number, "awaiting_payment", "45.00")
     assert page.context["title"] == "View order"
     lines, payments = page.context["inline_admin_formsets"]
-    assert [form.instance.product.sku for form in lines.formset.forms] == ["MUG", "CAP"]
+    assert [form.instance.variant.sku for form in lines.formset.forms] == ["MUG", "CAP"]
     assert payments.formset.forms == []  # not paid yet: no charge
     assert "2 active until" in page.content.decode()
     assert staff_admin.post(url, {"status": "paid"}).status_code == 403
@@ -73,8 +73,8 @@ def test_the_order_pages_open_and_are_read_only(staff_admin, make_product):
     assert Order.objects.get().status == "awaiting_payment"
 
 
-def test_search_and_filters(staff_admin, make_product):
-    make_product(sku="MUG", stock=10)
+def test_search_and_filters(staff_admin, make_variant):
+    make_variant(sku="MUG", stock=10)
     fresh = place("MUG", 1, "k1", email="ann@example.com")
     overdue = place("MUG", 1, "k2", email="bob@example.com")
     paid = pay(place("MUG", 1, "k3"))
@@ -87,8 +87,8 @@ def test_search_and_filters(staff_admin, make_product):
     assert listed(staff_admin, "?expired=no") == {fresh.number, paid.number}
 
 
-def test_cancel_selected_cancels_through_the_service_and_reports_each_refusal(staff_admin, make_product):
-    mug = make_product(sku="MUG", stock=10)
+def test_cancel_selected_cancels_through_the_service_and_reports_each_refusal(staff_admin, make_variant):
+    mug = make_variant(sku="MUG", stock=10)
     first, second = place("MUG", 2, "k1"), place("MUG", 3, "k2")
     already = order_cancel(order=place("MUG", 1, "k3"))
     paid = pay(place("MUG", 1, "k4"))
@@ -107,8 +107,8 @@ def test_cancel_selected_cancels_through_the_service_and_reports_each_refusal(st
     assert_books_balance(mug)
 
 
-def test_release_expired_now_runs_the_sweep_and_reports_it(staff_admin, make_product):
-    mug = make_product(sku="MUG", stock=10)
+def test_release_expired_now_runs_the_sweep_and_reports_it(staff_admin, make_variant):
+    mug = make_variant(sku="MUG", stock=10)
     overdue = [place("MUG", 1, "k1"), place("MUG", 2, "k2")]
     fresh = place("MUG", 4, "k3")
     make_overdue(*overdue)
@@ -122,16 +122,16 @@ def test_release_expired_now_runs_the_sweep_and_reports_it(staff_admin, make_pro
     assert_books_balance(mug)
 
 
-def test_release_expired_now_needs_no_ticked_row(staff_admin, make_product):
-    mug = make_product(sku="MUG", stock=10)
+def test_release_expired_now_needs_no_ticked_row(staff_admin, make_variant):
+    mug = make_variant(sku="MUG", stock=10)
     make_overdue(place("MUG", 2, "k1"))
     response = staff_admin.post(CHANGELIST, {"action": "release_expired_now", "index": 0})
     assert messages_of(response) == ["Released 1 expired order(s): 2 unit(s) back in stock."]
     assert stock_of(mug).reserved == 0
 
 
-def test_staff_who_may_only_view_orders_get_no_service_actions(client, staff_user, make_product):
-    make_product(sku="MUG", stock=10)
+def test_staff_who_may_only_view_orders_get_no_service_actions(client, staff_user, make_variant):
+    make_variant(sku="MUG", stock=10)
     order = place("MUG", 1, "k1")
     staff_user.user_permissions.add(*Permission.objects.filter(codename__in=["view_order", "view_orderline"]))
     client.force_login(staff_user)
@@ -141,8 +141,8 @@ def test_staff_who_may_only_view_orders_get_no_service_actions(client, staff_use
     assert Order.objects.get().status == "awaiting_payment"
 
 
-def test_delete_is_soft_but_never_for_an_order_that_still_holds_stock(staff_admin, make_product):
-    mug = make_product(sku="MUG", stock=10)
+def test_delete_is_soft_but_never_for_an_order_that_still_holds_stock(staff_admin, make_variant):
+    mug = make_variant(sku="MUG", stock=10)
     open_order = place("MUG", 2, "k1")
     cancelled = order_cancel(order=place("MUG", 1, "k2"))
 
@@ -215,8 +215,8 @@ def expired_order(sku, quantity, key):
     return order
 
 
-def test_a_delete_that_a_payment_overtakes_is_refused_and_changes_nothing(staff_admin, make_product, monkeypatch):
-    mug = make_product(sku="MUG", stock=10)
+def test_a_delete_that_a_payment_overtakes_is_refused_and_changes_nothing(staff_admin, make_variant, monkeypatch):
+    mug = make_variant(sku="MUG", stock=10)
     order = expired_order("MUG", 2, "k1")
 
     with paid_after_the_delete_check(order, monkeypatch) as payment:
@@ -237,8 +237,8 @@ def test_a_delete_that_a_payment_overtakes_is_refused_and_changes_nothing(staff_
     assert_books_balance(mug)
 
 
-def test_a_bulk_delete_that_a_payment_overtakes_deletes_none_of_the_selection(staff_admin, make_product, monkeypatch):
-    mug = make_product(sku="MUG", stock=10)
+def test_a_bulk_delete_that_a_payment_overtakes_deletes_none_of_the_selection(staff_admin, make_variant, monkeypatch):
+    mug = make_variant(sku="MUG", stock=10)
     revived = expired_order("MUG", 2, "k1")
     cancelled = order_cancel(order=place("MUG", 1, "k2"))
 
@@ -260,8 +260,8 @@ def test_a_bulk_delete_that_a_payment_overtakes_deletes_none_of_the_selection(st
     assert_books_balance(mug)
 
 
-def test_restore_and_erase_of_deleted_orders(staff_admin, admin_client, make_product):
-    make_product(sku="MUG", stock=10)
+def test_restore_and_erase_of_deleted_orders(staff_admin, admin_client, make_variant):
+    make_variant(sku="MUG", stock=10)
     order = order_cancel(order=place("MUG", 1, "k1"))
     order.delete()
 
@@ -287,9 +287,9 @@ def refund_confirmed(payment) -> None:
 
 @pytest.mark.parametrize("webhook_first", [False, True])
 def test_refund_and_restock_says_so_and_restocks_once_whoever_finishes_the_refund(
-    staff_admin, make_product, provider, webhook_first
+    staff_admin, make_variant, provider, webhook_first
 ):
-    mug = make_product(sku="MUG", stock=5)
+    mug = make_variant(sku="MUG", stock=5)
     order = pay(place("MUG", 2, "a"))
     payment = order.payments.get()
     if webhook_first:  # the provider's confirmation is processed before staff's request returns
@@ -307,10 +307,10 @@ def test_refund_and_restock_says_so_and_restocks_once_whoever_finishes_the_refun
 
 
 def test_a_refund_the_busy_stock_holds_up_is_reported_as_sent_and_restocks_when_confirmed(
-    staff_admin, make_product, provider, settings
+    staff_admin, make_variant, provider, settings
 ):
     settings.LOCK_WAIT_SECONDS = 0.3
-    mug = make_product(sku="MUG", stock=5)
+    mug = make_variant(sku="MUG", stock=5)
     order = pay(place("MUG", 2, "a"))
     payment = order.payments.get()
     busy = threading.Event()
@@ -342,8 +342,8 @@ def test_a_refund_the_busy_stock_holds_up_is_reported_as_sent_and_restocks_when_
     assert_books_balance(mug)
 
 
-def test_refunding_an_order_refunded_already_says_so_and_restocks_nothing(staff_admin, make_product, provider):
-    mug = make_product(sku="MUG", stock=5)
+def test_refunding_an_order_refunded_already_says_so_and_restocks_nothing(staff_admin, make_variant, provider):
+    mug = make_variant(sku="MUG", stock=5)
     order = pay(place("MUG", 2, "a"))
     refund_confirmed(order.payments.get())  # refunded in the provider's dashboard
 
@@ -353,8 +353,8 @@ def test_refunding_an_order_refunded_already_says_so_and_restocks_nothing(staff_
     assert stock_of(mug).on_hand == 3 and provider.refunds == []
 
 
-def test_the_order_list_shows_totals_with_their_currency_and_buyers_by_name(staff_admin, make_product, customer):
-    make_product(sku="MUG", stock=10, price="12.50")
+def test_the_order_list_shows_totals_with_their_currency_and_buyers_by_name(staff_admin, make_variant, customer):
+    make_variant(sku="MUG", stock=10, price="12.50")
     guest = place("MUG", 2, "g", email="Guest+tag@example.com")
     own = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 1}], idempotency_key="c")
 
@@ -367,8 +367,8 @@ def test_the_order_list_shows_totals_with_their_currency_and_buyers_by_name(staf
     assert own.number in listing
 
 
-def test_order_lines_and_payments_show_amounts_with_currency_and_no_machine_captions(staff_admin, make_product):
-    mug = make_product(sku="MUG", stock=10, price="12.50")
+def test_order_lines_and_payments_show_amounts_with_currency_and_no_machine_captions(staff_admin, make_variant):
+    mug = make_variant(sku="MUG", stock=10, price="12.50")
     order = pay(place("MUG", 2, "a"))
 
     page = staff_admin.get(reverse("admin:orders_order_change", args=[order.pk])).content.decode()
@@ -378,8 +378,8 @@ def test_order_lines_and_payments_show_amounts_with_currency_and_no_machine_capt
     assert "Applied: the order is paid with it" in page and ">captured<" not in page
 
 
-def test_status_filters_and_columns_show_labels_not_codes(staff_admin, make_product):
-    make_product(sku="MUG", stock=10)
+def test_status_filters_and_columns_show_labels_not_codes(staff_admin, make_variant):
+    make_variant(sku="MUG", stock=10)
     pay(place("MUG", 1, "a"), decline=True)
 
     listing = staff_admin.get(CHANGELIST).content.decode()
@@ -388,8 +388,8 @@ def test_status_filters_and_columns_show_labels_not_codes(staff_admin, make_prod
     assert 'href="?status__exact=payment_failed"' in listing  # the filter links by code, labelled in words
 
 
-def test_a_refund_asks_for_confirmation_first_and_cancel_changes_nothing(staff_admin, make_product, provider):
-    mug = make_product(sku="MUG", stock=5, price="12.50")
+def test_a_refund_asks_for_confirmation_first_and_cancel_changes_nothing(staff_admin, make_variant, provider):
+    mug = make_variant(sku="MUG", stock=5, price="12.50")
     order = pay(place("MUG", 2, "a", email="ann@example.com"))
     unpaid = place("MUG", 1, "b")
 
@@ -411,8 +411,8 @@ def test_a_refund_asks_for_confirmation_first_and_cancel_changes_nothing(staff_a
     assert Order.objects.get(pk=order.pk).status == Order.Status.REFUNDED and stock_of(mug).on_hand == 3
 
 
-def test_the_order_and_payment_event_lists_load_the_stylesheet_that_fits_them(staff_admin, make_product):
-    make_product(sku="MUG", stock=10)
+def test_the_order_and_payment_event_lists_load_the_stylesheet_that_fits_them(staff_admin, make_variant):
+    make_variant(sku="MUG", stock=10)
     pay(place("MUG", 1, "a"))
 
     for url in [CHANGELIST, reverse("admin:orders_paymentevent_changelist")]:

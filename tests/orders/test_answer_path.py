@@ -50,8 +50,8 @@ def _slow_batches(seconds, started=None):
     return slow
 
 
-def test_a_served_buyer_gets_its_order_from_a_holder_slower_than_the_socket_timeout(make_product, monkeypatch):
-    hot = make_product(sku="HOT", stock=10)
+def test_a_served_buyer_gets_its_order_from_a_holder_slower_than_the_socket_timeout(make_variant, monkeypatch):
+    hot = make_variant(sku="HOT", stock=10)
     socket_timeout = settings.CACHES[settings.LOCK_CACHE_ALIAS]["OPTIONS"]["SOCKET_TIMEOUT"]
     assert socket_timeout < settings.LOCK_TTL_SECONDS  # the defaults this test is about
     monkeypatch.setattr(batching, "batch_run", _slow_batches(socket_timeout + 2))
@@ -71,9 +71,9 @@ def test_a_served_buyer_gets_its_order_from_a_holder_slower_than_the_socket_time
 
 
 def test_a_holder_killed_between_its_commit_and_its_answers_still_gets_every_buyer_their_order(
-    make_product, monkeypatch
+    make_variant, monkeypatch
 ):
-    hot = make_product(sku="HOT", stock=10)
+    hot = make_variant(sku="HOT", stock=10)
     monkeypatch.setattr(QueuedLock, "answer", lambda lock, answers: os._exit(9) if answers else None)
 
     buyers, out = queue_one_by_one(_buy, [{"key": f"k{n}", "quantity": 1} for n in range(4)])
@@ -98,9 +98,9 @@ def _waiting_connections(redis_client):
 
 
 def test_a_served_buyer_whose_redis_connection_drops_while_it_waits_still_gets_its_order(
-    make_product, monkeypatch, tmp_path
+    make_variant, monkeypatch, tmp_path
 ):
-    hot = make_product(sku="HOT", stock=10)
+    hot = make_variant(sku="HOT", stock=10)
     serving = tmp_path / "serving"
     monkeypatch.setattr(batching, "batch_run", _slow_batches(3, started=serving))
     redis_client = caches[settings.LOCK_CACHE_ALIAS].client.get_client(write=True)
@@ -119,8 +119,8 @@ def test_a_served_buyer_whose_redis_connection_drops_while_it_waits_still_gets_i
     assert_books_balance(hot)
 
 
-def test_a_batch_that_expires_an_overdue_order_still_serves_in_queue_order(make_product):
-    hot = make_product(sku="HOT", stock=4)
+def test_a_batch_that_expires_an_overdue_order_still_serves_in_queue_order(make_variant):
+    hot = make_variant(sku="HOT", stock=4)
     overdue = services.order_place(email="o@example.com", items=[{"sku": "HOT", "quantity": 1}], idempotency_key="o")
     Order.objects.filter(pk=overdue.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
 

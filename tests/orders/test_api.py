@@ -15,8 +15,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def mug(make_product):
-    return make_product(sku="MUG", stock=10, price="12.50")
+def mug(make_variant):
+    return make_variant(sku="MUG", stock=10, price="12.50")
 
 
 def create(client, items, key="key-1", data_extra=None, **extra):
@@ -55,8 +55,8 @@ def test_a_replay_returns_the_same_order_and_a_changed_body_is_a_conflict(custom
     assert stock_of(mug).reserved == 2 and Order.objects.count() == 1
 
 
-def test_not_enough_stock_is_409_with_what_is_left_per_sku(customer_client, mug, make_product):
-    make_product(sku="TEE", stock=1)
+def test_not_enough_stock_is_409_with_what_is_left_per_sku(customer_client, mug, make_variant):
+    make_variant(sku="TEE", stock=1)
     response = create(customer_client, [{"sku": "MUG", "quantity": 11}, {"sku": "TEE", "quantity": 1}])
 
     assert response.status_code == 409
@@ -84,9 +84,9 @@ def test_not_enough_stock_is_409_with_what_is_left_per_sku(customer_client, mug,
         ([{"sku": "MUG", "quantity": 1}, {"sku": "mug", "quantity": 1}], "duplicate_line"),
     ],
 )
-def test_bad_orders_are_400_with_a_code_and_change_nothing(customer_client, mug, make_product, items, code):
-    make_product(sku="OLD", stock=5, is_active=False)
-    make_product(sku="GONE", stock=5).delete()
+def test_bad_orders_are_400_with_a_code_and_change_nothing(customer_client, mug, make_variant, items, code):
+    make_variant(sku="OLD", stock=5, is_active=False)
+    make_variant(sku="GONE", stock=5).delete()
     movements = StockMovement.objects.count()
 
     response = create(customer_client, items)
@@ -263,18 +263,18 @@ def test_a_busy_sku_answers_503_with_retry_after(customer_client, mug, settings)
 
 
 def test_the_order_output_written_out_renders_what_drf_renders_from_the_declared_fields(
-    customer_client, mug, make_product, shipping_rules
+    customer_client, mug, make_variant, shipping_rules
 ):
     """``OrderOutputSerializer`` writes its rendering out for speed; it must stay DRF's, field for field."""
     from rest_framework import serializers
 
     from orders.apis import OrderOutputSerializer
 
-    make_product(sku="TEE", stock=5, price="7.05")
+    make_variant(sku="TEE", stock=5, price="7.05")
     number = create(customer_client, [{"sku": "MUG", "quantity": 3}, {"sku": "TEE", "quantity": 1}]).json()["number"]
     unpaid = Order.objects.get(number=number)
     paid = pay(Order.objects.get(number=number))
-    make_product(sku="LAMP", stock=5, price="30.00", requires_shipping=True)
+    make_variant(sku="LAMP", stock=5, price="30.00", requires_shipping=True)
     shipped = create(
         customer_client,
         [{"sku": "LAMP", "quantity": 1}],

@@ -59,8 +59,8 @@ def _plant_request(body: bytes, token: str = "planted"):
     redis.set(f"{lock}:req:{token}", b"place" + body, px=30_000)
 
 
-def test_a_planted_pickle_in_the_queue_runs_nothing_and_the_batch_still_serves_everyone(make_product, tmp_path, caplog):
-    hot = make_product(sku="HOT", stock=10)
+def test_a_planted_pickle_in_the_queue_runs_nothing_and_the_batch_still_serves_everyone(make_variant, tmp_path, caplog):
+    hot = make_variant(sku="HOT", stock=10)
     marker = tmp_path / "ran"
 
     log = tmp_path / "log"
@@ -77,8 +77,8 @@ def test_a_planted_pickle_in_the_queue_runs_nothing_and_the_batch_still_serves_e
     assert_books_balance(hot)
 
 
-def test_a_planted_answer_runs_nothing_and_the_buyer_still_learns_its_order(make_product, tmp_path, monkeypatch):
-    hot = make_product(sku="HOT", stock=10)
+def test_a_planted_answer_runs_nothing_and_the_buyer_still_learns_its_order(make_variant, tmp_path, monkeypatch):
+    hot = make_variant(sku="HOT", stock=10)
     marker = tmp_path / "ran"
     send = QueuedLock.answer
 
@@ -98,8 +98,8 @@ def test_a_planted_answer_runs_nothing_and_the_buyer_still_learns_its_order(make
     assert_books_balance(hot)
 
 
-def test_a_request_that_is_not_even_valid_data_leaves_no_taken_buyer_unanswered(make_product, tmp_path):
-    hot = make_product(sku="HOT", stock=10)
+def test_a_request_that_is_not_even_valid_data_leaves_no_taken_buyer_unanswered(make_variant, tmp_path):
+    hot = make_variant(sku="HOT", stock=10)
 
     log = tmp_path / "log"
     buyers, out = queue_one_by_one(

@@ -54,8 +54,8 @@ def _queue_behind_held_lock(jobs, tmp_path, processes):
     return results, sizes
 
 
-def test_orders_queued_behind_a_held_lock_are_placed_by_one_holder_in_one_batch(make_product, tmp_path):
-    hot = make_product(sku="HOT", stock=100)
+def test_orders_queued_behind_a_held_lock_are_placed_by_one_holder_in_one_batch(make_variant, tmp_path):
+    hot = make_variant(sku="HOT", stock=100)
     jobs = [{"key": f"k{n}", "quantity": 1 + n % 3} for n in range(8)]
 
     results, batch_sizes = _queue_behind_held_lock(jobs, tmp_path, processes=8)
@@ -115,9 +115,9 @@ def _told(answer: dict) -> dict:
         ),
     ],
 )
-def test_every_buyer_in_a_batch_is_told_what_it_would_be_told_alone(make_product, monkeypatch, tmp_path, buyers, codes):
+def test_every_buyer_in_a_batch_is_told_what_it_would_be_told_alone(make_variant, monkeypatch, tmp_path, buyers, codes):
     """A batch served out of order, or stopping at its first refusal, tells some buyer something else."""
-    hot, alone_product = make_product(sku="HOT", stock=5), make_product(sku="ALONE", stock=5)
+    hot, alone_variant = make_variant(sku="HOT", stock=5), make_variant(sku="ALONE", stock=5)
     batch_sizes = batch_sizes_recorded(monkeypatch, "place", tmp_path / "batches")
 
     jobs = [{"n": n, "key": key, "quantity": quantity} for n, (key, quantity) in enumerate(buyers)]
@@ -131,16 +131,16 @@ def test_every_buyer_in_a_batch_is_told_what_it_would_be_told_alone(make_product
 
     assert [_told(batched[n]) for n in range(len(jobs))] == [_told(answer) for answer in alone]
     orders = {
-        product: sorted(o.idempotency_key for o in Order.objects.filter(lines__product=product))
-        for product in (hot, alone_product)
+        variant: sorted(o.idempotency_key for o in Order.objects.filter(lines__variant=variant))
+        for variant in (hot, alone_variant)
     }
-    assert orders[hot] == orders[alone_product]
-    assert stock_of(hot).reserved == stock_of(alone_product).reserved
-    assert_books_balance(hot, alone_product)
+    assert orders[hot] == orders[alone_variant]
+    assert stock_of(hot).reserved == stock_of(alone_variant).reserved
+    assert_books_balance(hot, alone_variant)
 
 
-def test_when_the_holders_batch_fails_its_waiters_place_their_orders_on_their_own(make_product, tmp_path, monkeypatch):
-    hot = make_product(sku="HOT", stock=10)
+def test_when_the_holders_batch_fails_its_waiters_place_their_orders_on_their_own(make_variant, tmp_path, monkeypatch):
+    hot = make_variant(sku="HOT", stock=10)
     jobs = [{"key": f"k{n}", "quantity": 1} for n in range(4)]
     run = batching.batch_run
 
@@ -161,8 +161,8 @@ def test_when_the_holders_batch_fails_its_waiters_place_their_orders_on_their_ow
     assert_books_balance(hot)
 
 
-def test_the_order_a_batch_returns_is_complete_and_matches_the_database(make_product):
-    make_product(sku="HOT", stock=5)
+def test_the_order_a_batch_returns_is_complete_and_matches_the_database(make_variant):
+    make_variant(sku="HOT", stock=5)
 
     order = services.order_place(email="b@example.com", items=[{"sku": "HOT", "quantity": 2}], idempotency_key="k")
 

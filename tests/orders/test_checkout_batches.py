@@ -34,9 +34,9 @@ def _buy(key, out, sku="HOT", quantity=1, address=None, method=None):
 
 
 def test_shipped_orders_in_one_batch_each_get_their_own_address_method_and_totals(
-    make_product, shipping_rules, monkeypatch, tmp_path
+    make_variant, shipping_rules, monkeypatch, tmp_path
 ):
-    hot = make_product(sku="HOT", stock=20, price="40.00", requires_shipping=True, weight_grams=2000)
+    hot = make_variant(sku="HOT", stock=20, price="40.00", requires_shipping=True, weight_grams=2000)
     sizes = batch_sizes_recorded(monkeypatch, "place", tmp_path / "sizes")
     standard, express, overseas = (shipping_rules[name].pk for name in ("standard", "express", "overseas"))
     jobs = [
@@ -75,8 +75,8 @@ def test_shipped_orders_in_one_batch_each_get_their_own_address_method_and_total
     assert_books_balance(hot)
 
 
-def test_orders_of_goods_that_do_not_ship_batch_without_addresses(make_product, monkeypatch, tmp_path):
-    ticket = make_product(sku="HOT", stock=10, price="15.00")
+def test_orders_of_goods_that_do_not_ship_batch_without_addresses(make_variant, monkeypatch, tmp_path):
+    ticket = make_variant(sku="HOT", stock=10, price="15.00")
     sizes = batch_sizes_recorded(monkeypatch, "place", tmp_path / "sizes")
     jobs = [{"key": f"t{n}", "quantity": 1 + n % 2} for n in range(5)]
 

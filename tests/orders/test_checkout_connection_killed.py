@@ -98,8 +98,8 @@ def in_background(func):
     return thread, results
 
 
-def test_resending_the_checkout_form_after_its_connection_was_killed_lands_on_its_one_order(make_product, tmp_path):
-    mug = make_product(sku="MUG", name="Logo mug", stock=10)
+def test_resending_the_checkout_form_after_its_connection_was_killed_lands_on_its_one_order(make_variant, tmp_path):
+    mug = make_variant(sku="MUG", name="Logo mug", stock=10)
     log = tmp_path / "gunicorn.log"
     # The checkout gives up on the holder's answer within LOCK_WAIT_SECONDS + LOCK_TTL_SECONDS.
     with app_server(process_env(LOCK_WAIT_SECONDS=3, LOCK_TTL_SECONDS=4), log, workers=1) as (url, master):

@@ -15,8 +15,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def lamp(make_product, shipping_rules):
-    return make_product(sku="LAMP", name="Desk lamp", stock=10, price="30.00", requires_shipping=True, weight_grams=900)
+def lamp(make_variant, shipping_rules):
+    return make_variant(sku="LAMP", name="Desk lamp", stock=10, price="30.00", requires_shipping=True, weight_grams=900)
 
 
 def address_fields(address: dict, prefix: str = "shipping") -> dict:
@@ -124,8 +124,8 @@ def test_a_country_no_zone_covers_is_told_beside_the_country(client, lamp):
     assert not Order.objects.exists()
 
 
-def test_goods_that_do_not_ship_ask_for_no_address(client, make_product):
-    make_product(sku="TICKET", name="Party ticket", stock=10, price="15.00")
+def test_goods_that_do_not_ship_ask_for_no_address(client, make_variant):
+    make_variant(sku="TICKET", name="Party ticket", stock=10, price="15.00")
     add_to_cart(client, "TICKET", 2)
 
     page = client.get("/checkout/").content.decode()

@@ -23,12 +23,12 @@ def place(client, items, key="key-1", **body):
 
 
 @pytest.fixture
-def goods(make_product, shipping_rules):
-    mug = make_product(sku="MUG", stock=10, price="11.90", requires_shipping=True, weight_grams=400)
-    book = make_product(
+def goods(make_variant, shipping_rules):
+    mug = make_variant(sku="MUG", stock=10, price="11.90", requires_shipping=True, weight_grams=400)
+    book = make_variant(
         sku="BOOK", stock=10, price="21.40", requires_shipping=True, weight_grams=600, tax_class=shipping_rules["books"]
     )
-    ticket = make_product(sku="TICKET", stock=10, price="30.00")  # not shipped
+    ticket = make_variant(sku="TICKET", stock=10, price="30.00")  # not shipped
     return {"mug": mug, "book": book, "ticket": ticket}
 
 
@@ -216,10 +216,10 @@ def test_the_quote_offers_the_methods_cheapest_first_and_prices_the_cheapest(cus
     assert not Order.objects.exists() and stock_of(goods["mug"]).reserved == 0
 
 
-def test_a_yen_shop_rounds_tax_to_whole_yen_and_charges_its_stored_total(make_product, shipping_rules, settings):
+def test_a_yen_shop_rounds_tax_to_whole_yen_and_charges_its_stored_total(make_variant, shipping_rules, settings):
     settings.SHOP_CURRENCY = "JPY"
     yen_post = ShippingMethod.objects.create(zone=shipping_rules["standard"].zone, name="Yen post", price=500)
-    make_product(sku="TEA", stock=5, price="1080", requires_shipping=True)
+    make_variant(sku="TEA", stock=5, price="1080", requires_shipping=True)
     order = order_place(
         email="ann@example.com",
         items=[{"sku": "TEA", "quantity": 3}],

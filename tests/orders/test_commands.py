@@ -24,8 +24,8 @@ def run(*args):
 
 
 @pytest.fixture
-def overdue_orders(make_product, customer):
-    mug = make_product(sku="MUG", stock=20)
+def overdue_orders(make_variant, customer):
+    mug = make_variant(sku="MUG", stock=20)
     orders = [
         order_place(customer=customer, items=[{"sku": "MUG", "quantity": 2}], idempotency_key=f"k{i}") for i in range(5)
     ]
@@ -59,15 +59,15 @@ def test_release_expired_refuses_a_bad_batch_size(overdue_orders, batch):
 # --- reconcile ------------------------------------------------------------------------------------
 
 
-def test_reconcile_passes_on_balanced_books(make_product, customer):
-    make_product(sku="MUG", stock=10)
+def test_reconcile_passes_on_balanced_books(make_variant, customer):
+    make_variant(sku="MUG", stock=10)
     order_place(customer=customer, items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k")
     output = run("reconcile")
     assert "1 stock(s) checked, 0 drifted, 0 final order(s) holding stock, 0 deleted order(s) holding stock." in output
 
 
-def test_reconcile_detects_a_corrupted_counter_and_fix_repairs_it(make_product, customer):
-    mug = make_product(sku="MUG", stock=10)
+def test_reconcile_detects_a_corrupted_counter_and_fix_repairs_it(make_variant, customer):
+    mug = make_variant(sku="MUG", stock=10)
     order_place(customer=customer, items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k")
     with connection.cursor() as cursor:  # a bad hand edit, behind the service's back
         cursor.execute("UPDATE inventory_stock SET on_hand = 7 WHERE id = %s", [stock_of(mug).pk])
@@ -83,8 +83,8 @@ def test_reconcile_detects_a_corrupted_counter_and_fix_repairs_it(make_product, 
     assert_books_balance(mug)
 
 
-def test_reconcile_finds_a_final_order_still_holding_stock_and_fix_settles_it(make_product, customer):
-    mug = make_product(sku="MUG", stock=10)
+def test_reconcile_finds_a_final_order_still_holding_stock_and_fix_settles_it(make_variant, customer):
+    mug = make_variant(sku="MUG", stock=10)
     order = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k")
     Order.objects.filter(pk=order.pk).update(status=Order.Status.CANCELLED)  # status moved, stock did not
 
@@ -98,9 +98,9 @@ def test_reconcile_finds_a_final_order_still_holding_stock_and_fix_settles_it(ma
 
 
 def test_a_failed_payment_whose_release_is_still_queued_is_not_drift_until_two_sweeps_have_passed(
-    make_product, customer
+    make_variant, customer
 ):
-    mug = make_product(sku="MUG", stock=10)
+    mug = make_variant(sku="MUG", stock=10)
     order = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k")
     failed = Order.objects.filter(pk=order.pk)
     failed.update(status=Order.Status.PAYMENT_FAILED)  # its release task is queued, not run yet
@@ -122,8 +122,8 @@ def _deleted_holding_stock(order):
     Order.objects.filter(pk=order.pk).update(is_deleted=True, deleted_at=timezone.now())
 
 
-def test_reconcile_finds_a_deleted_unpaid_order_holding_stock_and_fix_restores_it(make_product, customer, caplog):
-    mug = make_product(sku="MUG", stock=10)
+def test_reconcile_finds_a_deleted_unpaid_order_holding_stock_and_fix_restores_it(make_variant, customer, caplog):
+    mug = make_variant(sku="MUG", stock=10)
     order = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k")
     _deleted_holding_stock(order)
     Order.all_objects.filter(pk=order.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
@@ -146,8 +146,8 @@ def test_reconcile_finds_a_deleted_unpaid_order_holding_stock_and_fix_restores_i
     assert_books_balance(mug)
 
 
-def test_reconcile_reports_a_deleted_final_order_holding_stock_and_fix_settles_it(make_product, customer):
-    mug = make_product(sku="MUG", stock=10)
+def test_reconcile_reports_a_deleted_final_order_holding_stock_and_fix_settles_it(make_variant, customer):
+    mug = make_variant(sku="MUG", stock=10)
     order = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 3}], idempotency_key="k")
     Order.objects.filter(pk=order.pk).update(status=Order.Status.CANCELLED)  # status moved, stock did not
     _deleted_holding_stock(order)

@@ -10,7 +10,7 @@ from core.clock import db_now
 from core.errors import DomainError
 from orders import services
 from orders.models import Order
-from shop.models import Product
+from shop.models import ProductVariant
 from tests.conftest import assert_books_balance, pay, stock_of
 from tests.orders.test_batching import _queue_behind_held_lock
 from tests.orders.test_pages import add_to_cart, checkout_key
@@ -18,10 +18,10 @@ from tests.race import run_parallel
 
 
 @pytest.fixture
-def limited(make_product):
-    product = make_product(sku="LTD", name="Limited sneaker", stock=100, price="99.00")
-    Product.objects.filter(pk=product.pk).update(max_per_customer=2)
-    return product
+def limited(make_variant):
+    variant = make_variant(sku="LTD", name="Limited sneaker", stock=100, price="99.00")
+    ProductVariant.objects.filter(pk=variant.pk).update(max_per_customer=2)
+    return variant
 
 
 def place(quantity=1, *, key, customer=None, email="", **extra):
@@ -84,9 +84,9 @@ def test_twenty_parallel_orders_from_one_customer_from_several_processes_place_e
 
 
 @pytest.mark.django_db(transaction=True)
-def test_one_guests_orders_in_one_group_commit_batch_cannot_beat_the_limit(make_product, tmp_path):
-    hot = make_product(sku="HOT", stock=100)
-    Product.objects.filter(pk=hot.pk).update(max_per_customer=2)
+def test_one_guests_orders_in_one_group_commit_batch_cannot_beat_the_limit(make_variant, tmp_path):
+    hot = make_variant(sku="HOT", stock=100)
+    ProductVariant.objects.filter(pk=hot.pk).update(max_per_customer=2)
     jobs = [{"key": f"k{n}", "quantity": 1} for n in range(6)]  # all from b@example.com
 
     results, batch_sizes = _queue_behind_held_lock(jobs, tmp_path, processes=6)
@@ -119,7 +119,7 @@ def test_paying_an_expired_order_cannot_take_the_buyer_past_the_limit(limited, c
 @pytest.mark.django_db
 def test_a_guest_keeps_at_most_the_allowed_unpaid_orders_per_address(limited, settings):
     settings.GUEST_MAX_OPEN_ORDERS_PER_CLIENT = 2
-    Product.objects.filter(pk=limited.pk).update(max_per_customer=None)
+    ProductVariant.objects.filter(pk=limited.pk).update(max_per_customer=None)
     place(key="a", email="a@example.com", client_address="10.7.0.1")
     place(key="b", email="b@example.com", client_address="10.7.0.1")
     over = refusal(lambda: place(key="c", email="c@example.com", client_address="10.7.0.1"))
@@ -133,7 +133,7 @@ def test_a_guest_keeps_at_most_the_allowed_unpaid_orders_per_address(limited, se
 @pytest.mark.django_db
 def test_a_guests_browser_keeps_at_most_the_allowed_unpaid_orders(limited, settings):
     settings.GUEST_MAX_OPEN_ORDERS_PER_CLIENT = 2
-    Product.objects.filter(pk=limited.pk).update(max_per_customer=None)
+    ProductVariant.objects.filter(pk=limited.pk).update(max_per_customer=None)
     browser = Client()
     for n in range(2):
         add_to_cart(browser, "LTD")
@@ -152,7 +152,7 @@ def test_a_sale_that_has_not_started_refuses_through_the_api_and_the_checkout_th
 ):
     add_to_cart(client, "LTD")  # while on sale; then the sale is moved to start later
     starts_at = db_now() + timedelta(seconds=2)
-    Product.objects.filter(pk=limited.pk).update(sale_starts_at=starts_at, max_per_customer=None)
+    ProductVariant.objects.filter(pk=limited.pk).update(sale_starts_at=starts_at, max_per_customer=None)
     assert add_to_cart(client, "LTD")["Location"] == "/products/LTD/"  # no adding before the sale
     response = customer_client.post(
         "/api/orders/", {"items": [{"sku": "LTD", "quantity": 1}]}, format="json", HTTP_IDEMPOTENCY_KEY="early"

@@ -15,8 +15,8 @@ from tests.conftest import assert_books_balance, stock_of
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_a_duplicate_key_after_a_lost_lock_returns_the_order_placed_meanwhile(make_product, customer, monkeypatch):
-    mug = make_product(sku="MUG", stock=10)
+def test_a_duplicate_key_after_a_lost_lock_returns_the_order_placed_meanwhile(make_variant, customer, monkeypatch):
+    mug = make_variant(sku="MUG", stock=10)
     real_lookup, rival = orders.services.placing._orders_by_key, {}
 
     def place():

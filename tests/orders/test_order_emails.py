@@ -64,8 +64,8 @@ def place(key: str, quantity: int = 2) -> Order:
     return order_place(email=f"{key}@example.com", items=[{"sku": "MUG", "quantity": quantity}], idempotency_key=key)
 
 
-def test_a_placed_order_is_emailed_once_with_its_deadline_and_a_link_to_pay(make_product, inbox):
-    make_product(sku="MUG", name="Logo mug", stock=10, price="12.50")
+def test_a_placed_order_is_emailed_once_with_its_deadline_and_a_link_to_pay(make_variant, inbox):
+    make_variant(sku="MUG", name="Logo mug", stock=10, price="12.50")
     order = place("ann")
 
     assert send_order_emails() == 1
@@ -86,8 +86,8 @@ def test_a_placed_order_is_emailed_once_with_its_deadline_and_a_link_to_pay(make
     assert Client().get(f"/orders/{order.number}/?key=forged").status_code == 404
 
 
-def test_paid_failed_expired_and_refunded_orders_each_get_their_email(make_product, inbox, staff_user):
-    make_product(sku="MUG", stock=10)
+def test_paid_failed_expired_and_refunded_orders_each_get_their_email(make_variant, inbox, staff_user):
+    make_variant(sku="MUG", stock=10)
     paid, failed, expired, refunded = place("paid"), place("failed"), place("expired"), place("refunded")
     send_order_emails()
     inbox.take()  # the four "placed" emails
@@ -109,8 +109,8 @@ def test_paid_failed_expired_and_refunded_orders_each_get_their_email(make_produ
     assert OrderEmail.objects.count() == 8 and send_order_emails() == 0
 
 
-def test_a_payment_that_came_too_late_is_refunded_and_the_buyer_told(make_product, inbox, bob):
-    make_product(sku="MUG", stock=2)
+def test_a_payment_that_came_too_late_is_refunded_and_the_buyer_told(make_variant, inbox, bob):
+    make_variant(sku="MUG", stock=2)
     order = place("late")
     payment = order_pay(order=order, return_url="http://testserver/")
     Order.objects.filter(pk=order.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
@@ -132,9 +132,9 @@ def link_path(order: Order, *, signed_ago: float = 0) -> str:
     return f"{link.path}?{link.query}"
 
 
-def test_an_expired_order_link_is_refused_and_shows_nothing_of_the_order(make_product, settings):
+def test_an_expired_order_link_is_refused_and_shows_nothing_of_the_order(make_variant, settings):
     settings.ORDER_LINK_MAX_AGE_SECONDS = 3600
-    make_product(sku="MUG", name="Logo mug", stock=10, price="12.50")
+    make_variant(sku="MUG", name="Logo mug", stock=10, price="12.50")
     order = place("ann")
 
     browser = Client()
@@ -146,8 +146,8 @@ def test_an_expired_order_link_is_refused_and_shows_nothing_of_the_order(make_pr
     assert browser.get(link_path(order, signed_ago=3600 - 60)).status_code == 200  # a link not yet expired opens
 
 
-def test_an_order_link_shows_a_guest_order_but_cannot_pay_or_cancel_it(make_product):
-    make_product(sku="MUG", name="Logo mug", stock=10, price="12.50")
+def test_an_order_link_shows_a_guest_order_but_cannot_pay_or_cancel_it(make_variant):
+    make_variant(sku="MUG", name="Logo mug", stock=10, price="12.50")
     order = place("ann")
 
     browser = Client()  # another browser than the one that ordered
@@ -163,8 +163,8 @@ def test_an_order_link_shows_a_guest_order_but_cannot_pay_or_cancel_it(make_prod
     assert 'data-testid="pay"' not in page and "Cancel order" not in page  # nor offers what it cannot do
 
 
-def test_an_account_orders_link_leads_to_the_login_page_then_the_order(make_product, customer):
-    make_product(sku="MUG", name="Logo mug", stock=10, price="12.50")
+def test_an_account_orders_link_leads_to_the_login_page_then_the_order(make_variant, customer):
+    make_variant(sku="MUG", name="Logo mug", stock=10, price="12.50")
     order = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 2}], idempotency_key="alice")
     detail = f"/orders/{order.number}/"
 

@@ -72,12 +72,12 @@ def _answer(action, order_id=None, key=None):
 
 
 def test_pay_decline_fail_cancel_expire_and_place_racing_for_the_last_units_agree_with_the_books(
-    make_product, celery_eager
+    make_variant, celery_eager
 ):
     """Every unit is held by an overdue order, and new orders want more than there is. Whatever the
     interleaving, each answer holds in the final state, no unit goes twice, and the books balance."""
     received = 12
-    mug = make_product(sku="MUG", stock=received)
+    mug = make_variant(sku="MUG", stock=received)
     held = [
         order_place(email="x@example.com", items=[{"sku": "MUG", "quantity": 1 + i % 2}], idempotency_key=f"o{i}")
         for i in range(8)
@@ -155,8 +155,8 @@ def _place_same_key():
     return order_place(email="r@example.com", items=[{"sku": "MUG", "quantity": 2}], idempotency_key="replayed").pk
 
 
-def test_the_same_order_fired_concurrently_is_placed_once(make_product):
-    mug = make_product(sku="MUG", stock=10)
+def test_the_same_order_fired_concurrently_is_placed_once(make_variant):
+    mug = make_variant(sku="MUG", stock=10)
 
     order_ids = run_parallel(_place_same_key, [{}] * 12, processes=12, barrier=True)
 

@@ -16,8 +16,8 @@ def order_rate(settings):
 
 
 @pytest.fixture
-def mug(make_product):
-    return make_product(sku="MUG", name="Logo mug", stock=100, price="12.50")
+def mug(make_variant):
+    return make_variant(sku="MUG", name="Logo mug", stock=100, price="12.50")
 
 
 def api_order(client, key: str):

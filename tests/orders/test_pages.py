@@ -18,8 +18,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def mug(make_product):
-    return make_product(sku="MUG", name="Logo mug", stock=5, price="12.50")
+def mug(make_variant):
+    return make_variant(sku="MUG", name="Logo mug", stock=5, price="12.50")
 
 
 def add_to_cart(client, sku, quantity=1):
@@ -34,8 +34,8 @@ def checkout_key(client):
     return form_key(client.get("/checkout/").content.decode())
 
 
-def test_catalog_product_and_cart_pages(client, mug, make_product):
-    make_product(sku="TEE", name="Black tee", stock=0)
+def test_catalog_variant_and_cart_pages(client, mug, make_variant):
+    make_variant(sku="TEE", name="Black tee", stock=0)
     catalog = client.get("/").content.decode()
     assert "Logo mug" in catalog and "5 available" in catalog and "Sold out" in catalog
     assert "Logo mug" in client.get("/products/mug/").content.decode()
@@ -92,8 +92,8 @@ def test_a_checkout_key_from_another_browser_is_refused(client, mug):
     assert other.get(f"/orders/{Order.objects.get().number}/").status_code == 404
 
 
-def test_a_product_no_longer_for_sale_leaves_the_cart_with_a_message(client, mug, make_product):
-    tee = make_product(sku="TEE", name="Black tee", stock=5)
+def test_a_variant_no_longer_for_sale_leaves_the_cart_with_a_message(client, mug, make_variant):
+    tee = make_variant(sku="TEE", name="Black tee", stock=5)
     add_to_cart(client, "MUG", 1)
     add_to_cart(client, "TEE", 1)
     tee.is_active = False
@@ -101,11 +101,11 @@ def test_a_product_no_longer_for_sale_leaves_the_cart_with_a_message(client, mug
     page = client.get("/cart/").content.decode()
     assert "Black tee is no longer for sale" in page and 'href="/products/TEE/"' not in page
     client.post("/checkout/", {"email": "ann@example.com", "idempotency_key": checkout_key(client)})
-    assert [line.product.sku for line in Order.objects.get().lines.all()] == ["MUG"]
+    assert [line.variant.sku for line in Order.objects.get().lines.all()] == ["MUG"]
 
 
-def test_insufficient_stock_says_per_line_what_is_left(client, mug, make_product):
-    make_product(sku="CAP", name="Navy cap", stock=10)
+def test_insufficient_stock_says_per_line_what_is_left(client, mug, make_variant):
+    make_variant(sku="CAP", name="Navy cap", stock=10)
     add_to_cart(client, "MUG", 5)
     add_to_cart(client, "CAP", 1)
     client.post("/cart/update/MUG/", {"quantity": 5})
@@ -213,9 +213,9 @@ def test_after_a_lock_timeout_that_placed_nothing_the_second_click_places_the_or
 
 
 def test_a_cart_changed_after_an_unknown_outcome_shows_the_placed_order_and_places_nothing_more(
-    client, mug, make_product, monkeypatch
+    client, mug, make_variant, monkeypatch
 ):
-    make_product(sku="CAP", name="Navy cap", stock=10)
+    make_variant(sku="CAP", name="Navy cap", stock=10)
     add_to_cart(client, "MUG", 2)
     key = checkout_key(client)
     monkeypatch.setattr("orders.views.order_place", placed_then(LockTimeout()))

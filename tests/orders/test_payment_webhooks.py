@@ -63,14 +63,14 @@ def signed(event: dict, **sign) -> tuple[bytes, str]:
     return payload, webhook_sign(payload, secret=sign.pop("secret", local_webhook_secret()), **sign)
 
 
-def started(make_product, quantity=2):
-    mug = make_product(sku="MUG", stock=5)
+def started(make_variant, quantity=2):
+    mug = make_variant(sku="MUG", stock=5)
     order = order_place(email="ann@example.com", items=[{"sku": "MUG", "quantity": quantity}], idempotency_key="k")
     return mug, order, order_pay(order=order, return_url="http://testserver/")
 
 
-def test_the_same_success_delivered_five_times_at_once_pays_the_order_once(make_product, worker, webhook_url):
-    mug, order, payment = started(make_product)
+def test_the_same_success_delivered_five_times_at_once_pays_the_order_once(make_variant, worker, webhook_url):
+    mug, order, payment = started(make_variant)
     payload, signature = signed(local_event("checkout.session.completed", payment=payment))
 
     with ThreadPoolExecutor(5) as pool:
@@ -84,8 +84,8 @@ def test_the_same_success_delivered_five_times_at_once_pays_the_order_once(make_
     assert_books_balance(mug)
 
 
-def test_a_failure_fails_the_order_and_the_worker_releases_its_stock(make_product, worker, webhook_url):
-    mug, order, payment = started(make_product)
+def test_a_failure_fails_the_order_and_the_worker_releases_its_stock(make_variant, worker, webhook_url):
+    mug, order, payment = started(make_variant)
 
     assert post(webhook_url, *signed(local_event("checkout.session.async_payment_failed", payment=payment))) == 200
 
@@ -99,8 +99,8 @@ def test_a_failure_fails_the_order_and_the_worker_releases_its_stock(make_produc
     "forgery",
     ["wrong-secret", "stripes-secret", "stale", "no-signature", "tampered-body", "not-json"],
 )
-def test_a_forged_or_stale_webhook_is_refused_and_changes_nothing(make_product, webhook_url, forgery):
-    mug, order, payment = started(make_product)
+def test_a_forged_or_stale_webhook_is_refused_and_changes_nothing(make_variant, webhook_url, forgery):
+    mug, order, payment = started(make_variant)
     payload, signature = signed(local_event("checkout.session.completed", payment=payment))
     if forgery == "wrong-secret":
         payload, signature = signed(json.loads(payload), secret="whsec_someone_else")
@@ -123,8 +123,8 @@ def test_a_forged_or_stale_webhook_is_refused_and_changes_nothing(make_product, 
     assert stock_of(mug).reserved == 2
 
 
-def test_a_staff_refund_with_restock_shows_in_the_ledger_and_reconcile_stays_clean(make_product, staff_user):
-    mug = make_product(sku="MUG", stock=5)
+def test_a_staff_refund_with_restock_shows_in_the_ledger_and_reconcile_stays_clean(make_variant, staff_user):
+    mug = make_variant(sku="MUG", stock=5)
     order = pay(order_place(email="ann@example.com", items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k"))
 
     order_refund(order=order, restock=True, actor=staff_user)
@@ -140,9 +140,9 @@ def test_a_staff_refund_with_restock_shows_in_the_ledger_and_reconcile_stays_cle
 
 
 def test_a_local_event_sent_to_stripes_endpoint_is_refused_so_no_event_is_filed_under_the_wrong_provider(
-    make_product, client
+    make_variant, client
 ):
-    _, order, payment = started(make_product)
+    _, order, payment = started(make_variant)
     payload, signature = signed(local_event("checkout.session.completed", payment=payment))
 
     stripe = client.post("/payments/stripe/webhook/", payload, content_type="application/json",

@@ -12,14 +12,14 @@ from django.conf import settings
 from core.clock import db_now
 from orders import services
 from orders.models import OrderLine
-from shop.models import Product
-from shop.selectors import ProductForSale, price_in_force
+from shop.models import ProductVariant
+from shop.selectors import VariantForSale, price_in_force
 from tests.conftest import assert_books_balance
 from tests.race import batch_sizes_recorded, run_parallel, wait_for_peers
 
 
-def _sale(**window) -> ProductForSale:
-    return ProductForSale(1, Decimal("20.00"), True, None, None, sale_price=Decimal("15.00"), **window)
+def _sale(**window) -> VariantForSale:
+    return VariantForSale(1, Decimal("20.00"), True, None, None, sale_price=Decimal("15.00"), **window)
 
 
 def test_the_sale_price_is_in_force_from_its_start_and_before_its_end():
@@ -30,7 +30,7 @@ def test_the_sale_price_is_in_force_from_its_start_and_before_its_end():
 
     assert prices == [Decimal("20.00"), Decimal("15.00"), Decimal("15.00"), Decimal("20.00"), Decimal("20.00")]
     assert price_in_force(_sale(), now=noon) == Decimal("15.00")  # no window: until removed
-    no_sale = ProductForSale(1, Decimal("20.00"), True, None, None)
+    no_sale = VariantForSale(1, Decimal("20.00"), True, None, None)
     assert price_in_force(no_sale, now=noon) == Decimal("20.00")
 
 
@@ -50,11 +50,11 @@ def _buy_until(deadline: float, worker: int) -> int:
 
 @pytest.mark.django_db(transaction=True)
 def test_orders_across_the_end_of_a_sale_pay_the_price_in_force_when_their_batch_placed_them(
-    make_product, monkeypatch, tmp_path
+    make_variant, monkeypatch, tmp_path
 ):
-    hot = make_product(sku="HOT", stock=100_000, price="20.00")
+    hot = make_variant(sku="HOT", stock=100_000, price="20.00")
     ends = db_now() + timedelta(seconds=1.5)
-    Product.objects.filter(pk=hot.pk).update(sale_price=Decimal("15.00"), sale_price_until=ends)
+    ProductVariant.objects.filter(pk=hot.pk).update(sale_price=Decimal("15.00"), sale_price_until=ends)
     sizes = batch_sizes_recorded(monkeypatch, "place", tmp_path / "sizes")
     deadline = time.monotonic() + 3.0
 
@@ -63,7 +63,7 @@ def test_orders_across_the_end_of_a_sale_pay_the_price_in_force_when_their_batch
     )
 
     ttl = timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
-    lines = list(OrderLine.objects.filter(product=hot).select_related("order"))
+    lines = list(OrderLine.objects.filter(variant=hot).select_related("order"))
     assert len(lines) == sum(placed)
     for line in lines:
         placed_at = line.order.expires_at - ttl  # the batch's time, on the database's clock
@@ -76,10 +76,10 @@ def test_orders_across_the_end_of_a_sale_pay_the_price_in_force_when_their_batch
 
 
 @pytest.mark.django_db
-def test_the_pages_show_the_sale_price_and_when_it_ends(client, make_product):
-    mug = make_product(sku="MUG", name="Logo mug", stock=5, price="12.50")
+def test_the_pages_show_the_sale_price_and_when_it_ends(client, make_variant):
+    mug = make_variant(sku="MUG", name="Logo mug", stock=5, price="12.50")
     ends = db_now() + timedelta(hours=2)
-    Product.objects.filter(pk=mug.pk).update(sale_price=Decimal("9.99"), sale_price_until=ends)
+    ProductVariant.objects.filter(pk=mug.pk).update(sale_price=Decimal("9.99"), sale_price_until=ends)
 
     page = client.get("/products/MUG/").content.decode()
     assert "€9.99" in page and '<s class="was">€12.50</s>' in page and "Sale ends" in page

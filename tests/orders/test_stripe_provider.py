@@ -97,8 +97,8 @@ def paid_through_stripe(client, *, quantity: int, payment_intent: str) -> tuple[
     return Order.objects.get(pk=order.pk), payment
 
 
-def test_paying_creates_one_checkout_session_for_the_total_and_a_second_click_reuses_it(make_product, stripe_api):
-    make_product(sku="MUG", stock=5, price="12.50")
+def test_paying_creates_one_checkout_session_for_the_total_and_a_second_click_reuses_it(make_variant, stripe_api):
+    make_variant(sku="MUG", stock=5, price="12.50")
     order = order_place(email="ann@example.com", items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k")
 
     payment = order_pay(order=order, return_url="https://shop.example.com/orders/X/")
@@ -118,9 +118,9 @@ def test_paying_creates_one_checkout_session_for_the_total_and_a_second_click_re
 
 
 def test_a_signed_completion_pays_the_order_and_a_staff_refund_goes_to_stripe_once(
-    client, make_product, stripe_api, staff_user
+    client, make_variant, stripe_api, staff_user
 ):
-    mug = make_product(sku="MUG", stock=5, price="12.50")
+    mug = make_variant(sku="MUG", stock=5, price="12.50")
 
     order, payment = paid_through_stripe(client, quantity=2, payment_intent="pi_1")
     assert order.status == "paid"
@@ -137,8 +137,8 @@ def test_a_signed_completion_pays_the_order_and_a_staff_refund_goes_to_stripe_on
     assert_books_balance(mug)
 
 
-def test_a_refund_made_in_stripes_dashboard_refunds_the_order(client, make_product, stripe_api):
-    make_product(sku="MUG", stock=5)
+def test_a_refund_made_in_stripes_dashboard_refunds_the_order(client, make_variant, stripe_api):
+    make_variant(sku="MUG", stock=5)
     order, _ = paid_through_stripe(client, quantity=1, payment_intent="pi_2")
 
     refunded = {"object": "charge", "id": "ch_2", "payment_intent": "pi_2", "refunded": True, "currency": "eur"}
@@ -153,10 +153,10 @@ def test_a_refund_made_in_stripes_dashboard_refunds_the_order(client, make_produ
     [("JPY", "1500", "3000"), ("KWD", "1.25", "2500"), ("EUR", "12.50", "2500"), ("USD", "0.10", "20")],
 )
 def test_amounts_go_to_stripe_in_the_minor_unit_stripe_defines_for_the_currency(
-    make_product, stripe_api, settings, currency, price, sent
+    make_variant, stripe_api, settings, currency, price, sent
 ):
     settings.SHOP_CURRENCY = currency
-    make_product(sku="MUG", stock=5, price=price)
+    make_variant(sku="MUG", stock=5, price=price)
     order = order_place(email="ann@example.com", items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k")
 
     order_pay(order=order, return_url="https://shop.example.com/")
@@ -171,12 +171,12 @@ def test_amounts_go_to_stripe_in_the_minor_unit_stripe_defines_for_the_currency(
     [("JPY", "1080", "500", "3740"), ("EUR", "10.80", "5.00", "3740")],  # 3 x price + shipping
 )
 def test_stripe_is_asked_for_the_stored_total_with_shipping_in_the_currencys_minor_unit(
-    make_product, shipping_rules, stripe_api, settings, currency, price, shipping, sent
+    make_variant, shipping_rules, stripe_api, settings, currency, price, shipping, sent
 ):
     settings.SHOP_CURRENCY = currency
     zone = shipping_rules["standard"].zone
     post = ShippingMethod.objects.create(zone=zone, name="Post", price=Decimal(shipping))
-    make_product(sku="TEA", stock=5, price=price, requires_shipping=True)
+    make_variant(sku="TEA", stock=5, price=price, requires_shipping=True)
     order = order_place(
         email="ann@example.com", items=[{"sku": "TEA", "quantity": 3}], idempotency_key="k",
         shipping_address=ADDRESS_DE, shipping_method=post.pk,
@@ -189,9 +189,9 @@ def test_stripe_is_asked_for_the_stored_total_with_shipping_in_the_currencys_min
     assert payment.amount == order.total and order.tax > 0  # the stored total, VAT inside it
 
 
-def test_an_amount_the_currency_cannot_express_is_refused_before_stripe_is_asked(make_product, stripe_api, settings):
+def test_an_amount_the_currency_cannot_express_is_refused_before_stripe_is_asked(make_variant, stripe_api, settings):
     settings.SHOP_CURRENCY = "JPY"
-    make_product(sku="MUG", stock=5, price="9.99")  # a yen has no cents
+    make_variant(sku="MUG", stock=5, price="9.99")  # a yen has no cents
     order = order_place(email="ann@example.com", items=[{"sku": "MUG", "quantity": 1}], idempotency_key="k")
 
     with pytest.raises(DomainError) as refused:
@@ -202,9 +202,9 @@ def test_an_amount_the_currency_cannot_express_is_refused_before_stripe_is_asked
 
 
 def test_a_checkout_session_expires_with_the_orders_payable_window_and_on_cancel(
-    make_product, stripe_api, celery_eager, django_capture_on_commit_callbacks
+    make_variant, stripe_api, celery_eager, django_capture_on_commit_callbacks
 ):
-    make_product(sku="MUG", stock=5)
+    make_variant(sku="MUG", stock=5)
     order = order_place(email="ann@example.com", items=[{"sku": "MUG", "quantity": 1}], idempotency_key="k")
 
     payment = order_pay(order=order, return_url="https://shop.example.com/")
@@ -220,9 +220,9 @@ def test_a_checkout_session_expires_with_the_orders_payable_window_and_on_cancel
 
 @pytest.mark.parametrize("differs", [{"amount_total": 100}, {"currency": "usd"}, {"amount_total": None}])
 def test_a_success_for_another_amount_or_currency_is_refused_and_left_for_staff(
-    client, make_product, stripe_api, differs
+    client, make_variant, stripe_api, differs
 ):
-    mug = make_product(sku="MUG", stock=5, price="12.50")
+    mug = make_variant(sku="MUG", stock=5, price="12.50")
     order = order_place(email="ann@example.com", items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k")
     payment = order_pay(order=order, return_url="https://shop.example.com/")
     session = {"object": "checkout.session", "id": payment.reference, "payment_status": "paid"}

@@ -39,8 +39,8 @@ def releases_per_reservation():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_sweep_expires_overdue_orders_in_batches_and_never_a_paid_one(make_product):
-    mug = make_product(sku="MUG", stock=50)
+def test_the_sweep_expires_overdue_orders_in_batches_and_never_a_paid_one(make_variant):
+    mug = make_variant(sku="MUG", stock=50)
     overdue = [place("MUG", 2, f"o{i}") for i in range(7)]
     fresh = place("MUG", 1, "fresh")
     paid = pay(place("MUG", 1, "paid"))
@@ -58,10 +58,10 @@ def test_the_sweep_expires_overdue_orders_in_batches_and_never_a_paid_one(make_p
 
 
 @pytest.mark.django_db(transaction=True)
-def test_one_bad_order_does_not_stop_the_batch_and_a_busy_one_is_retried_later(make_product, settings, monkeypatch):
+def test_one_bad_order_does_not_stop_the_batch_and_a_busy_one_is_retried_later(make_variant, settings, monkeypatch):
     settings.SWEEP_LOCK_WAIT_SECONDS = 0.2
     settings.SWEEP_LEASE_SECONDS = 30  # lapsed by hand below
-    mug, tee = make_product(sku="MUG", stock=10), make_product(sku="TEE", stock=10)
+    mug, tee = make_variant(sku="MUG", stock=10), make_variant(sku="TEE", stock=10)
     bad, busy, good = place("MUG", 1, "bad"), place("TEE", 1, "busy"), place("MUG", 1, "good")
     make_overdue(bad, busy, good)
     real_expire = orders.services.sweeps.order_expire
@@ -90,8 +90,8 @@ def _sweep(batch_size):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_several_sweepers_at_once_release_every_order_exactly_once(make_product):
-    mug = make_product(sku="MUG", stock=500)
+def test_several_sweepers_at_once_release_every_order_exactly_once(make_variant):
+    mug = make_variant(sku="MUG", stock=500)
     make_overdue(*[place("MUG", 1, f"o{i}") for i in range(120)])
 
     done = run_parallel(_sweep, [{"batch_size": 10}] * 4, processes=4, barrier=True)
@@ -112,11 +112,11 @@ def _deliver(task, args):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_same_task_delivered_several_times_at_once_releases_nothing_twice(make_product, settings):
+def test_the_same_task_delivered_several_times_at_once_releases_nothing_twice(make_variant, settings):
     """Acks late delivers a task at least once: a failed payment's release, delivered four times, races the
     sweeps that would also release it, each of them twice."""
     settings.SWEEP_LOCK_WAIT_SECONDS = settings.LOCK_WAIT_SECONDS  # a sweeper queues with the others, never skips
-    mug = make_product(sku="MUG", stock=5)
+    mug = make_variant(sku="MUG", stock=5)
     failed = place("MUG", 3, "failed")
     Order.objects.filter(pk=failed.pk).update(status="payment_failed")  # marked; its task is "in the queue"
     overdue = place("MUG", 2, "late")  # every unit held
@@ -139,8 +139,8 @@ def test_the_same_task_delivered_several_times_at_once_releases_nothing_twice(ma
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_failed_payment_sweep_catches_a_release_that_was_never_run(make_product):
-    mug = make_product(sku="MUG", stock=10)
+def test_the_failed_payment_sweep_catches_a_release_that_was_never_run(make_variant):
+    mug = make_variant(sku="MUG", stock=10)
     order = place("MUG", 4, "lost-task")
     Order.objects.filter(pk=order.pk).update(status="payment_failed")  # the task was lost with the broker
 
@@ -153,8 +153,8 @@ def test_the_failed_payment_sweep_catches_a_release_that_was_never_run(make_prod
 
 
 @pytest.mark.django_db(transaction=True)
-def test_with_no_sweeper_the_last_units_held_by_overdue_orders_still_sell(make_product):
-    mug = make_product(sku="MUG", stock=5)
+def test_with_no_sweeper_the_last_units_held_by_overdue_orders_still_sell(make_variant):
+    mug = make_variant(sku="MUG", stock=5)
     make_overdue(place("MUG", 3, "late-1"), place("MUG", 2, "late-2"))
     assert stock_of(mug).available == 0
 
@@ -167,8 +167,8 @@ def test_with_no_sweeper_the_last_units_held_by_overdue_orders_still_sell(make_p
 
 
 @pytest.mark.django_db(transaction=True)
-def test_overdue_orders_are_expired_even_when_the_new_order_is_still_refused(make_product):
-    mug = make_product(sku="MUG", stock=5)
+def test_overdue_orders_are_expired_even_when_the_new_order_is_still_refused(make_variant):
+    mug = make_variant(sku="MUG", stock=5)
     make_overdue(place("MUG", 2, "late"))
     place("MUG", 3, "holder")
 
@@ -204,12 +204,12 @@ def _pay_sweep_or_place(action, order_ids=(), keys=()):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_payments_racing_sweeps_and_new_orders_never_both_pay_and_release_an_order(make_product, settings):
+def test_payments_racing_sweeps_and_new_orders_never_both_pay_and_release_an_order(make_variant, settings):
     """Overdue orders hold every mug while new orders want more: a payment that loses its order to a sweep
     pays only if its units are still there, and each sweeper, payer and buyer is told what the books say."""
     settings.SWEEP_LOCK_WAIT_SECONDS = settings.LOCK_WAIT_SECONDS  # no order is skipped, so each one ends
     received = 24
-    mug, tee = make_product(sku="MUG", stock=received), make_product(sku="TEE", stock=12)
+    mug, tee = make_variant(sku="MUG", stock=received), make_variant(sku="TEE", stock=12)
     # Two SKUs each, so a new order for mugs cannot expire them itself: only the sweeps do.
     placed = [
         order_place(
@@ -251,7 +251,7 @@ def test_payments_racing_sweeps_and_new_orders_never_both_pay_and_release_an_ord
         new = Order.objects.filter(idempotency_key=key).first()
         assert answer == ("insufficient_stock" if new is None else new.number)
     assert "insufficient_stock" in buyers.values() or "order_expired" in payers.values()  # more wanted than received
-    sold = sum(line.quantity for line in OrderLine.objects.filter(order__status="paid", product=mug))
+    sold = sum(line.quantity for line in OrderLine.objects.filter(order__status="paid", variant=mug))
     held = sum(r.quantity for r in Reservation.objects.filter(state="active"))
     assert sold + held <= received
     assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (received - sold, held)
@@ -278,10 +278,10 @@ def _pay_or_fail(action, order_id, after=""):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_failing_a_payment_races_safely_with_paying(make_product, celery_eager):
+def test_failing_a_payment_races_safely_with_paying(make_variant, celery_eager):
     """A failure is marked without a stock lock (its release runs after), so only its conditional status
     change keeps it from undoing a payment: it lands before the payment, while it is applied, and after."""
-    mug = make_product(sku="MUG", stock=6)
+    mug = make_variant(sku="MUG", stock=6)
     placed = [place("MUG", 2, f"o{i}") for i in range(3)]  # every unit held
     jobs = [
         job

@@ -1,29 +1,34 @@
 import pytest
 
+from shop.models import ProductVariant
+
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def catalog(make_product):
-    make_product(sku="MUG", name="Logo mug", stock=10, price="12.50")
-    make_product(sku="TEE", name="Black tee", stock=0, price="19.00")
-    make_product(sku="CAP", name="Navy cap", stock=3, price="22.00")
-    make_product(sku="OLD", name="Old mug", stock=5, is_active=False)
-    make_product(sku="GONE", name="Gone mug", stock=5).delete()
+def catalog(make_variant):
+    make_variant(sku="MUG", name="Logo mug", stock=10, price="12.50")
+    make_variant(sku="TEE", name="Black tee", stock=0, price="19.00")
+    make_variant(sku="CAP", name="Navy cap", stock=3, price="22.00")
+    make_variant(sku="OLD", name="Old mug", stock=5, is_active=False)
+    make_variant(sku="GONE", name="Gone mug", stock=5).delete()
 
 
 def skus(response):
     return [p["sku"] for p in response.json()["results"]]
 
 
-def test_the_catalog_lists_products_for_sale_with_their_stock(api_client, catalog):
+def test_the_catalog_lists_variants_for_sale_with_their_stock(api_client, catalog):
     response = api_client.get("/api/products/")
     assert response.status_code == 200
     body = response.json()
     assert body["count"] == 3 and skus(response) == ["CAP", "MUG", "TEE"]
+    mug = ProductVariant.objects.get(sku="MUG")
     assert body["results"][1] == {
         "sku": "MUG",
         "name": "Logo mug",
+        "product": {"id": mug.product_id, "name": "Logo mug", "category": None},
+        "options": {},
         "description": "",
         "price": "12.50",
         "price_now": "12.50",
@@ -72,7 +77,7 @@ def test_a_page_past_the_end_is_not_found(api_client, catalog):
     assert response.status_code == 404 and response.json()["code"] == "not_found"
 
 
-def test_product_detail_and_unknown_inactive_or_deleted_skus(api_client, catalog):
+def test_variant_detail_and_unknown_inactive_or_deleted_skus(api_client, catalog):
     assert api_client.get("/api/products/mug/").json()["available"] == 10
     for sku in ("NOPE", "OLD", "GONE"):
         response = api_client.get(f"/api/products/{sku}/")
@@ -103,7 +108,7 @@ def test_staff_set_the_limit_and_the_sale_start_and_everyone_sees_them(api_clien
     assert api_client.get("/api/products/TEE/").json()["sold_out"] is True
 
 
-def test_staff_put_a_product_on_sale_for_a_window_and_everyone_sees_the_price_in_force(
+def test_staff_put_a_variant_on_sale_for_a_window_and_everyone_sees_the_price_in_force(
     api_client, staff_client, catalog
 ):
     later = {
@@ -150,7 +155,7 @@ def test_bad_sale_terms_are_400_and_change_nothing(staff_client, catalog, body):
     assert (shown["max_per_customer"], shown["sale_price"], shown["sale_price_until"]) == (None, None, None)
 
 
-def test_only_staff_with_change_product_edit_sale_terms(api_client, customer_client, staff_user, catalog):
+def test_only_staff_with_change_variant_edit_sale_terms(api_client, customer_client, staff_user, catalog):
     from tests.conftest import client_for
 
     assert api_client.patch("/api/products/MUG/", {"max_per_customer": 1}, format="json").status_code == 401

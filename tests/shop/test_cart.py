@@ -10,17 +10,17 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def mug(make_product):
+def mug(make_variant):
     """10 in stock, at most 2 per customer."""
-    product = make_product(sku="MUG-LOGO", name="Logo mug", stock=10, price="12.50")
-    product.max_per_customer = 2
-    product.save()
-    return product
+    variant = make_variant(sku="MUG-LOGO", name="Logo mug", stock=10, price="12.50")
+    variant.max_per_customer = 2
+    variant.save()
+    return variant
 
 
 @pytest.fixture
-def tee(make_product):
-    return make_product(sku="TEE", name="Black tee", stock=3, price="19.00")
+def tee(make_variant):
+    return make_variant(sku="TEE", name="Black tee", stock=3, price="19.00")
 
 
 def add(client, sku, quantity):
@@ -44,7 +44,7 @@ def test_the_cart_shows_its_total_and_prices_with_the_currency(client, mug, tee)
     assert re.search(r'data-testid="cart-total">€44.00<', page)
 
 
-def test_the_catalog_and_product_pages_show_prices_with_the_currency(client, mug):
+def test_the_catalog_and_variant_pages_show_prices_with_the_currency(client, mug):
     assert "€12.50" in client.get("/").content.decode()
     page = client.get("/products/MUG-LOGO/").content.decode()
     assert "€12.50" in page and 'max="2"' in page  # the most one customer may have
@@ -75,7 +75,7 @@ def test_each_line_has_a_remove_button_posting_zero_with_its_csrf_token(client, 
         ("50", "at most 2 per customer; you can have at most 2."),
     ],
 )
-def test_adding_refuses_a_quantity_the_shop_cannot_sell_naming_the_product(client, mug, quantity, reason):
+def test_adding_refuses_a_quantity_the_shop_cannot_sell_naming_the_variant(client, mug, quantity, reason):
     response = add(client, "MUG-LOGO", quantity)
     assert told(response) == f"Logo mug: {reason}"
     assert "MUG-LOGO" not in told(response)  # the name, never the SKU
@@ -117,7 +117,7 @@ def test_updating_refuses_more_than_is_available_now(client, tee):
     assert client.session["cart"] == {"TEE": 3}
 
 
-def test_a_product_that_left_the_catalog_is_named_by_its_name(client, mug, tee):
+def test_a_variant_that_left_the_catalog_is_named_by_its_name(client, mug, tee):
     add(client, "MUG-LOGO", 1)
     add(client, "TEE", 1)
     tee.is_active = False

@@ -33,7 +33,7 @@ class Command(BaseCommand):
             raise CommandError(exc.as_text(), returncode=2) from exc
         self.stdout.write(
             self.style.SUCCESS(
-                f"{stock.product.sku}: on hand {stock.on_hand}, reserved {stock.reserved}, "
+                f"{stock.variant.sku}: on hand {stock.on_hand}, reserved {stock.reserved}, "
                 f"available {stock.available}, version {stock.version}"
             )
         )

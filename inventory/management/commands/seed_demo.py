@@ -2,7 +2,7 @@ import os
 
 from django.core.management.base import BaseCommand
 
-from inventory.products import demo_catalog_seed
+from inventory.variants import demo_catalog_seed
 
 
 class Command(BaseCommand):
@@ -15,7 +15,7 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         seed = demo_catalog_seed(staff_password=os.environ.get("DEMO_STAFF_PASSWORD") or None)
         self.stdout.write(
-            self.style.SUCCESS(f"Products: {seed.products_created} created, {seed.products_existing} already there.")
+            self.style.SUCCESS(f"Products: {seed.variants_created} created, {seed.variants_existing} already there.")
         )
         if seed.staff_password and not os.environ.get("DEMO_STAFF_PASSWORD"):
             self.stdout.write(f"Staff user: {seed.staff_username} / password: {seed.staff_password}")

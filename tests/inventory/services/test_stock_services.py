@@ -17,8 +17,8 @@ def place(customer, key, *lines):
     return order_place(customer=customer, items=[{"sku": s, "quantity": q} for s, q in lines], idempotency_key=key)
 
 
-def test_reserve_holds_units_and_writes_the_ledger(make_product, customer):
-    mug, tee = make_product(sku="MUG", stock=10), make_product(sku="TEE", stock=4)
+def test_reserve_holds_units_and_writes_the_ledger(make_variant, customer):
+    mug, tee = make_variant(sku="MUG", stock=10), make_variant(sku="TEE", stock=4)
     order = place(customer, "k", ("MUG", 3), ("TEE", 4))
 
     assert (stock_of(mug).reserved, stock_of(mug).available) == (3, 7)
@@ -28,11 +28,11 @@ def test_reserve_holds_units_and_writes_the_ledger(make_product, customer):
     assert_books_balance(mug, tee)
 
 
-def test_reserve_is_all_or_nothing_and_lists_every_short_line(make_product, customer):
+def test_reserve_is_all_or_nothing_and_lists_every_short_line(make_variant, customer):
     mug, tee, cap = (
-        make_product(sku="MUG", stock=10),
-        make_product(sku="TEE", stock=1),
-        make_product(sku="CAP", stock=0),
+        make_variant(sku="MUG", stock=10),
+        make_variant(sku="TEE", stock=1),
+        make_variant(sku="CAP", stock=0),
     )
     with pytest.raises(InsufficientStock) as error:
         place(customer, "k", ("MUG", 3), ("TEE", 2), ("CAP", 1))
@@ -48,8 +48,8 @@ def test_reserve_is_all_or_nothing_and_lists_every_short_line(make_product, cust
     assert_books_balance(mug, tee, cap)
 
 
-def test_commit_moves_units_out_and_twice_is_a_no_op(make_product, customer):
-    mug = make_product(sku="MUG", stock=10)
+def test_commit_moves_units_out_and_twice_is_a_no_op(make_variant, customer):
+    mug = make_variant(sku="MUG", stock=10)
     order = place(customer, "k", ("MUG", 3))
 
     first = stock_commit(order=order)
@@ -61,8 +61,8 @@ def test_commit_moves_units_out_and_twice_is_a_no_op(make_product, customer):
     assert_books_balance(mug)
 
 
-def test_release_gives_units_back_once(make_product, customer):
-    mug = make_product(sku="MUG", stock=10)
+def test_release_gives_units_back_once(make_variant, customer):
+    mug = make_variant(sku="MUG", stock=10)
     order = place(customer, "k", ("MUG", 3))
 
     first = stock_release(order=order, reason="cancelled")
@@ -76,16 +76,16 @@ def test_release_gives_units_back_once(make_product, customer):
     assert_books_balance(mug)
 
 
-def test_release_refuses_an_unknown_reason(make_product, customer):
-    make_product(sku="MUG", stock=10)
+def test_release_refuses_an_unknown_reason(make_variant, customer):
+    make_variant(sku="MUG", stock=10)
     order = place(customer, "k", ("MUG", 3))
     with pytest.raises(InvalidInput):
         stock_release(order=order, reason="because")
     assert Reservation.objects.get().state == "active"
 
 
-def test_adjust_by_delta_and_to_an_absolute_value(make_product, staff_user):
-    mug = make_product(sku="MUG", stock=10)
+def test_adjust_by_delta_and_to_an_absolute_value(make_variant, staff_user):
+    mug = make_variant(sku="MUG", stock=10)
     stock_adjust(sku="MUG", delta=-2, reason="broken in storage", actor=staff_user)
     stock = stock_adjust(sku="MUG", set_to=20, reason="stock count", actor=staff_user)
 
@@ -98,8 +98,8 @@ def test_adjust_by_delta_and_to_an_absolute_value(make_product, staff_user):
     assert_books_balance(mug)
 
 
-def test_adjust_never_goes_below_reserved(make_product, customer):
-    mug = make_product(sku="MUG", stock=10)
+def test_adjust_never_goes_below_reserved(make_variant, customer):
+    mug = make_variant(sku="MUG", stock=10)
     place(customer, "k", ("MUG", 6))
 
     with pytest.raises(BelowReserved) as error:
@@ -111,8 +111,8 @@ def test_adjust_never_goes_below_reserved(make_product, customer):
     assert_books_balance(mug)
 
 
-def test_adjust_with_a_stale_version_is_refused(make_product, customer):
-    mug = make_product(sku="MUG", stock=10)
+def test_adjust_with_a_stale_version_is_refused(make_variant, customer):
+    mug = make_variant(sku="MUG", stock=10)
     seen = stock_of(mug).version
     place(customer, "k", ("MUG", 1))  # a sale while the editor's form was open
 
@@ -125,8 +125,8 @@ def test_adjust_with_a_stale_version_is_refused(make_product, customer):
     assert stock_of(mug).on_hand == 50
 
 
-def test_every_change_bumps_the_version(make_product, customer):
-    mug = make_product(sku="MUG", stock=10)
+def test_every_change_bumps_the_version(make_variant, customer):
+    mug = make_variant(sku="MUG", stock=10)
     versions = [stock_of(mug).version]
     order = place(customer, "k", ("MUG", 1))
     versions.append(stock_of(mug).version)
@@ -159,10 +159,10 @@ def test_every_change_bumps_the_version(make_product, customer):
         ([{"sku": "MUG", "quantity": 1}] * 51, InvalidInput, "invalid_input"),
     ],
 )
-def test_bad_order_input_raises_a_typed_error_and_changes_nothing(make_product, customer, items, error_type, code):
-    mug = make_product(sku="MUG", stock=10)
-    make_product(sku="OLD", stock=10, is_active=False)
-    make_product(sku="GONE", stock=10).delete()
+def test_bad_order_input_raises_a_typed_error_and_changes_nothing(make_variant, customer, items, error_type, code):
+    mug = make_variant(sku="MUG", stock=10)
+    make_variant(sku="OLD", stock=10, is_active=False)
+    make_variant(sku="GONE", stock=10).delete()
     movements_before = StockMovement.objects.count()
     stocks_before = list(Stock.objects.values_list("on_hand", "reserved", "version"))
 
@@ -194,9 +194,9 @@ def test_bad_order_input_raises_a_typed_error_and_changes_nothing(make_product, 
         (lambda: stock_adjust(sku="MUG", delta=999_999_999, reason="r"), "invalid_quantity"),
     ],
 )
-def test_bad_stock_edits_raise_a_typed_error_and_change_nothing(make_product, call, code):
-    mug = make_product(sku="MUG", stock=10)
-    make_product(sku="GONE", stock=1).delete()
+def test_bad_stock_edits_raise_a_typed_error_and_change_nothing(make_variant, call, code):
+    mug = make_variant(sku="MUG", stock=10)
+    make_variant(sku="GONE", stock=1).delete()
     before = list(Stock.objects.values_list("on_hand", "reserved", "version"))
     movements_before = StockMovement.objects.count()
 
@@ -209,18 +209,18 @@ def test_bad_stock_edits_raise_a_typed_error_and_change_nothing(make_product, ca
     assert_books_balance(mug)
 
 
-def test_a_stock_section_refuses_to_run_inside_an_outer_transaction(make_product, transactional_db):
+def test_a_stock_section_refuses_to_run_inside_an_outer_transaction(make_variant, transactional_db):
     """The commit must happen before the lock is released; an outer atomic would delay it."""
-    make_product(sku="MUG")
+    make_variant(sku="MUG")
     with pytest.raises(RuntimeError, match="durable"):
         with transaction.atomic():
             with stock_section(skus=["MUG"]):
                 pass
 
 
-def test_the_ledger_is_append_only(make_product):
-    mug = make_product(sku="MUG", stock=3)
-    movement = StockMovement.objects.get(stock__product=mug)
+def test_the_ledger_is_append_only(make_variant):
+    mug = make_variant(sku="MUG", stock=3)
+    movement = StockMovement.objects.get(stock__variant=mug)
     with pytest.raises(TypeError):
         movement.save()
     with pytest.raises(TypeError):

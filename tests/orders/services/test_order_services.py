@@ -17,7 +17,7 @@ from orders.services import (
     order_place,
     order_release_failed_payments,
 )
-from shop.models import Product
+from shop.models import ProductVariant
 from tests.conftest import assert_books_balance, pay, stock_of
 
 pytestmark = pytest.mark.django_db
@@ -34,9 +34,9 @@ def overdue(order):
     return order
 
 
-def test_place_snapshots_prices_and_sets_the_expiry(make_product, customer, settings):
+def test_place_snapshots_prices_and_sets_the_expiry(make_variant, customer, settings):
     settings.RESERVATION_TTL_SECONDS = 600
-    mug = make_product(sku="MUG", stock=10, price="4.50")
+    mug = make_variant(sku="MUG", stock=10, price="4.50")
     before = timezone.now()
     order = place(customer, MUG=2)
 
@@ -58,8 +58,8 @@ def test_order_numbers_use_only_the_unambiguous_letters_and_each_letter_turns_up
     assert set("".join(numbers)) == set("ABCDEFGHJKLMNPQRSTUVWXYZ23456789")
 
 
-def test_a_replay_with_the_same_key_returns_the_same_order(make_product, customer):
-    mug = make_product(sku="MUG", stock=10)
+def test_a_replay_with_the_same_key_returns_the_same_order(make_variant, customer):
+    mug = make_variant(sku="MUG", stock=10)
     first = place(customer, "same", MUG=2)
     again = order_place(customer=customer, items=[{"sku": "mug", "quantity": 2}], idempotency_key="same")
 
@@ -68,8 +68,8 @@ def test_a_replay_with_the_same_key_returns_the_same_order(make_product, custome
     assert Order.objects.count() == 1
 
 
-def test_the_same_key_with_a_different_body_is_a_conflict(make_product, customer):
-    mug = make_product(sku="MUG", stock=10)
+def test_the_same_key_with_a_different_body_is_a_conflict(make_variant, customer):
+    mug = make_variant(sku="MUG", stock=10)
     place(customer, "same", MUG=2)
     with pytest.raises(IdempotencyConflict) as error:
         place(customer, "same", MUG=3)
@@ -77,22 +77,22 @@ def test_the_same_key_with_a_different_body_is_a_conflict(make_product, customer
     assert stock_of(mug).reserved == 2
 
 
-def test_keys_are_per_customer(make_product, customer, django_user_model):
-    make_product(sku="MUG", stock=10)
+def test_keys_are_per_customer(make_variant, customer, django_user_model):
+    make_variant(sku="MUG", stock=10)
     bob = django_user_model.objects.create_user(username="bob", password="pw-bob-123")
     assert place(customer, "same", MUG=1).pk != place(bob, "same", MUG=1).pk
 
 
 @pytest.mark.parametrize("key", ["", "   ", "x" * 65, None, 5])
-def test_a_missing_or_malformed_key_is_refused(make_product, customer, key):
-    mug = make_product(sku="MUG", stock=10)
+def test_a_missing_or_malformed_key_is_refused(make_variant, customer, key):
+    mug = make_variant(sku="MUG", stock=10)
     with pytest.raises(InvalidInput):
         order_place(customer=customer, items=[{"sku": "MUG", "quantity": 1}], idempotency_key=key)
     assert stock_of(mug).reserved == 0
 
 
-def test_pay_commits_the_reservation_and_paying_again_is_idempotent(make_product, customer):
-    mug = make_product(sku="MUG", stock=10)
+def test_pay_commits_the_reservation_and_paying_again_is_idempotent(make_variant, customer):
+    mug = make_variant(sku="MUG", stock=10)
     order = place(customer, MUG=3)
 
     paid = pay(order)
@@ -106,9 +106,9 @@ def test_pay_commits_the_reservation_and_paying_again_is_idempotent(make_product
 
 
 def test_a_declined_payment_fails_the_order_and_the_release_task_gives_its_stock_back(
-    make_product, customer, celery_eager, django_capture_on_commit_callbacks
+    make_variant, customer, celery_eager, django_capture_on_commit_callbacks
 ):
-    mug = make_product(sku="MUG", stock=10)
+    mug = make_variant(sku="MUG", stock=10)
     order = place(customer, MUG=3)
 
     with django_capture_on_commit_callbacks(execute=True):
@@ -121,8 +121,8 @@ def test_a_declined_payment_fails_the_order_and_the_release_task_gives_its_stock
     assert_books_balance(mug)
 
 
-def test_a_declined_order_is_paid_on_a_second_try_with_its_units_reserved_again(make_product, customer):
-    mug = make_product(sku="MUG", stock=10)
+def test_a_declined_order_is_paid_on_a_second_try_with_its_units_reserved_again(make_variant, customer):
+    mug = make_variant(sku="MUG", stock=10)
     order = place(customer, MUG=3)
     failed = pay(order, decline=True)
     assert stock_of(mug).reserved == 3  # the release task has not run yet
@@ -136,8 +136,8 @@ def test_a_declined_order_is_paid_on_a_second_try_with_its_units_reserved_again(
     assert_books_balance(mug)
 
 
-def test_paying_an_expired_order_reserves_again_when_stock_allows(make_product, customer):
-    mug = make_product(sku="MUG", stock=5)
+def test_paying_an_expired_order_reserves_again_when_stock_allows(make_variant, customer):
+    mug = make_variant(sku="MUG", stock=5)
     order = overdue(place(customer, MUG=3))
     assert order_expire(order=order) is True
     assert stock_of(mug).reserved == 0
@@ -152,8 +152,8 @@ def test_paying_an_expired_order_reserves_again_when_stock_allows(make_product, 
     assert_books_balance(mug)
 
 
-def test_paying_an_expired_order_is_refused_when_its_stock_is_gone(make_product, customer, django_user_model):
-    mug = make_product(sku="MUG", stock=5)
+def test_paying_an_expired_order_is_refused_when_its_stock_is_gone(make_variant, customer, django_user_model):
+    mug = make_variant(sku="MUG", stock=5)
     order = overdue(place(customer, MUG=3))
     order_expire(order=order)
     bob = django_user_model.objects.create_user(username="bob", password="pw-bob-123")
@@ -170,9 +170,9 @@ def test_paying_an_expired_order_is_refused_when_its_stock_is_gone(make_product,
     assert_books_balance(mug)
 
 
-def test_an_order_expired_longer_than_the_payable_window_cannot_be_paid(make_product, customer, settings):
+def test_an_order_expired_longer_than_the_payable_window_cannot_be_paid(make_variant, customer, settings):
     settings.EXPIRED_ORDER_PAYABLE_SECONDS = 3600
-    mug = make_product(sku="MUG", stock=5)
+    mug = make_variant(sku="MUG", stock=5)
     order = overdue(place(customer, MUG=3))
     order_expire(order=order)
     Order.objects.filter(pk=order.pk).update(expires_at=timezone.now() - timedelta(seconds=3601))
@@ -187,11 +187,11 @@ def test_an_order_expired_longer_than_the_payable_window_cannot_be_paid(make_pro
     assert_books_balance(mug)
 
 
-def test_an_expired_order_whose_price_changed_cannot_be_paid_at_the_old_price(make_product, customer):
-    mug = make_product(sku="MUG", stock=5, price="9.99")
+def test_an_expired_order_whose_price_changed_cannot_be_paid_at_the_old_price(make_variant, customer):
+    mug = make_variant(sku="MUG", stock=5, price="9.99")
     order = overdue(place(customer, MUG=3))
     order_expire(order=order)
-    Product.objects.filter(pk=mug.pk).update(price=Decimal("12.50"))
+    ProductVariant.objects.filter(pk=mug.pk).update(price=Decimal("12.50"))
 
     with pytest.raises(OrderExpired) as error:
         pay(order)
@@ -203,8 +203,8 @@ def test_an_expired_order_whose_price_changed_cannot_be_paid_at_the_old_price(ma
     assert_books_balance(mug)
 
 
-def test_expire_only_touches_overdue_unpaid_orders(make_product, customer):
-    mug = make_product(sku="MUG", stock=10)
+def test_expire_only_touches_overdue_unpaid_orders(make_variant, customer):
+    mug = make_variant(sku="MUG", stock=10)
     fresh = place(customer, "a", MUG=1)
     paid = overdue(pay(place(customer, "b", MUG=1)))
 
@@ -218,8 +218,8 @@ def test_expire_only_touches_overdue_unpaid_orders(make_product, customer):
     assert_books_balance(mug)
 
 
-def test_cancel_releases_stock_and_refuses_paid_orders(make_product, customer):
-    mug = make_product(sku="MUG", stock=10)
+def test_cancel_releases_stock_and_refuses_paid_orders(make_variant, customer):
+    mug = make_variant(sku="MUG", stock=10)
     order = place(customer, "a", MUG=4)
     cancelled = order_cancel(order=order)
     assert order_cancel(order=order).status == cancelled.status == Order.Status.CANCELLED
@@ -236,9 +236,9 @@ def test_cancel_releases_stock_and_refuses_paid_orders(make_product, customer):
 
 
 def test_fail_payment_marks_the_order_and_enqueues_the_release(
-    make_product, customer, celery_eager, django_capture_on_commit_callbacks
+    make_variant, customer, celery_eager, django_capture_on_commit_callbacks
 ):
-    mug = make_product(sku="MUG", stock=10)
+    mug = make_variant(sku="MUG", stock=10)
     order = place(customer, "a", MUG=2)
     with django_capture_on_commit_callbacks(execute=True) as enqueued:
         assert order_fail_payment(order=order) is True
@@ -258,11 +258,11 @@ def test_fail_payment_marks_the_order_and_enqueues_the_release(
 
 @pytest.mark.django_db(transaction=True)
 def test_a_failed_payment_with_the_broker_down_is_still_reported_done_and_the_sweep_releases_it(
-    make_product, customer, monkeypatch, caplog
+    make_variant, customer, monkeypatch, caplog
 ):
     """The status change has committed: a broker that cannot take the release task must not turn that
     into an error for the caller; the failed-payments sweep releases the stock instead."""
-    mug = make_product(sku="MUG", stock=10)
+    mug = make_variant(sku="MUG", stock=10)
     order = place(customer, "a", MUG=2)
 
     def broker_down(*args, **kwargs):

@@ -26,9 +26,9 @@ pytestmark = pytest.mark.django_db
 
 
 def test_the_provider_is_called_with_no_stock_lock_held_and_the_payment_recorded_pending(
-    make_product, customer, provider
+    make_variant, customer, provider
 ):
-    make_product(sku="MUG", stock=5, price="2.50")
+    make_variant(sku="MUG", stock=5, price="2.50")
     order = place(customer, "k")
 
     payment = start(order)
@@ -39,8 +39,8 @@ def test_the_provider_is_called_with_no_stock_lock_held_and_the_payment_recorded
     assert Order.objects.get(pk=order.pk).status == Order.Status.AWAITING_PAYMENT
 
 
-def test_a_second_click_during_the_first_returns_the_same_payment(make_product, customer, provider):
-    make_product(sku="MUG", stock=5)
+def test_a_second_click_during_the_first_returns_the_same_payment(make_variant, customer, provider):
+    make_variant(sku="MUG", stock=5)
     order = place(customer, "k")
     clicked_again = []
     provider.during_checkout = lambda o: clicked_again.append(start(o))  # lands while the first is at the provider
@@ -51,8 +51,8 @@ def test_a_second_click_during_the_first_returns_the_same_payment(make_product, 
     assert start(order) == payment  # and any later click, while it is pending
 
 
-def test_a_paid_order_is_paid_once_and_paying_again_returns_its_payment(make_product, customer, provider):
-    mug = make_product(sku="MUG", stock=5)
+def test_a_paid_order_is_paid_once_and_paying_again_returns_its_payment(make_variant, customer, provider):
+    mug = make_variant(sku="MUG", stock=5)
     order = place(customer, "k")
     payment = start(order)
 
@@ -68,8 +68,8 @@ def test_a_paid_order_is_paid_once_and_paying_again_returns_its_payment(make_pro
     assert_books_balance(mug)
 
 
-def test_a_success_after_the_sweeper_expired_the_order_reserves_its_lines_again(make_product, customer, provider):
-    mug = make_product(sku="MUG", stock=5)
+def test_a_success_after_the_sweeper_expired_the_order_reserves_its_lines_again(make_variant, customer, provider):
+    mug = make_variant(sku="MUG", stock=5)
     order = place(customer, "k")
     payment = start(order)
     Order.objects.filter(pk=order.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
@@ -88,8 +88,8 @@ def test_a_success_after_the_sweeper_expired_the_order_reserves_its_lines_again(
     assert_books_balance(mug)
 
 
-def test_a_success_after_expiry_when_the_stock_is_gone_is_refunded(make_product, customer, bob, provider):
-    mug = make_product(sku="MUG", stock=5)
+def test_a_success_after_expiry_when_the_stock_is_gone_is_refunded(make_variant, customer, bob, provider):
+    mug = make_variant(sku="MUG", stock=5)
     order = place(customer, "k")
     payment = start(order)
     Order.objects.filter(pk=order.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
@@ -104,8 +104,8 @@ def test_a_success_after_expiry_when_the_stock_is_gone_is_refunded(make_product,
     assert_books_balance(mug)
 
 
-def test_a_success_for_an_order_cancelled_meanwhile_is_refunded(make_product, customer, provider):
-    mug = make_product(sku="MUG", stock=5)
+def test_a_success_for_an_order_cancelled_meanwhile_is_refunded(make_variant, customer, provider):
+    mug = make_variant(sku="MUG", stock=5)
     order = place(customer, "k")
     payment = start(order)
     order_cancel(order=order)
@@ -119,8 +119,8 @@ def test_a_success_for_an_order_cancelled_meanwhile_is_refunded(make_product, cu
 
 
 @pytest.mark.parametrize("first", ["success", "failure"])
-def test_success_and_failure_in_either_order_end_in_the_state_of_the_first(make_product, customer, provider, first):
-    mug = make_product(sku="MUG", stock=5)
+def test_success_and_failure_in_either_order_end_in_the_state_of_the_first(make_variant, customer, provider, first):
+    mug = make_variant(sku="MUG", stock=5)
     order = place(customer, "k")
     payment = start(order)
     outcomes = [succeed, fail] if first == "success" else [fail, succeed]
@@ -140,9 +140,9 @@ def test_success_and_failure_in_either_order_end_in_the_state_of_the_first(make_
 
 
 def test_unknown_event_types_are_ignored_and_unknown_payments_are_kept_for_a_while(
-    make_product, customer, provider, settings
+    make_variant, customer, provider, settings
 ):
-    make_product(sku="MUG", stock=5)
+    make_variant(sku="MUG", stock=5)
     payment = start(place(customer, "k"))
     webhook_deliver({"id": "evt_1", "type": "customer.created", "data": {"object": {"object": "customer"}}})
     stranger = {"object": "checkout.session", "id": "cs_not_ours", "payment_status": "paid"}
@@ -156,8 +156,8 @@ def test_unknown_event_types_are_ignored_and_unknown_payments_are_kept_for_a_whi
     assert Payment.objects.get() == payment and payment.state == Payment.State.PENDING
 
 
-def test_an_expired_order_of_a_product_no_longer_for_sale_is_not_reserved_again(make_product, customer):
-    mug = make_product(sku="MUG", stock=5)
+def test_an_expired_order_of_a_variant_no_longer_for_sale_is_not_reserved_again(make_variant, customer):
+    mug = make_variant(sku="MUG", stock=5)
     order = place(customer, "k")
     Order.objects.filter(pk=order.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
     order_expire(order=order)
@@ -170,8 +170,8 @@ def test_an_expired_order_of_a_product_no_longer_for_sale_is_not_reserved_again(
     assert stock_of(mug).reserved == 0 and not Payment.objects.exists()
 
 
-def test_a_deleted_order_can_be_neither_paid_nor_cancelled(make_product, customer):
-    mug = make_product(sku="MUG", stock=5)
+def test_a_deleted_order_can_be_neither_paid_nor_cancelled(make_variant, customer):
+    mug = make_variant(sku="MUG", stock=5)
     order = place(customer, "k")
     order.delete()
     for action in (start, lambda o: order_cancel(order=o)):
@@ -181,8 +181,8 @@ def test_a_deleted_order_can_be_neither_paid_nor_cancelled(make_product, custome
     assert stock_of(mug).reserved == 2
 
 
-def test_guest_keys_are_scoped_by_email(make_product):
-    mug = make_product(sku="MUG", stock=10)
+def test_guest_keys_are_scoped_by_email(make_variant):
+    mug = make_variant(sku="MUG", stock=10)
     items = [{"sku": "MUG", "quantity": 1}]
     ann = order_place(email="Ann@Example.com", items=items, idempotency_key="checkout-1")
     bob = order_place(email="bob@example.com", items=items, idempotency_key="checkout-1")
@@ -194,16 +194,16 @@ def test_guest_keys_are_scoped_by_email(make_product):
 
 
 @pytest.mark.parametrize("email", ["", None, "not-an-email", "a" * 250 + "@example.com", 42])
-def test_a_guest_needs_a_valid_email(make_product, email):
-    mug = make_product(sku="MUG", stock=10)
+def test_a_guest_needs_a_valid_email(make_variant, email):
+    mug = make_variant(sku="MUG", stock=10)
     with pytest.raises(InvalidInput) as error:
         order_place(email=email, items=[{"sku": "MUG", "quantity": 1}], idempotency_key="k")
     assert "email" in error.value.payload["fields"]
     assert stock_of(mug).reserved == 0 and not Order.all_objects.exists()
 
 
-def test_a_provider_that_fails_to_start_a_checkout_changes_nothing(make_product, customer, provider):
-    mug = make_product(sku="MUG", stock=5)
+def test_a_provider_that_fails_to_start_a_checkout_changes_nothing(make_variant, customer, provider):
+    mug = make_variant(sku="MUG", stock=5)
     order = place(customer, "k")
 
     def broken(order):
@@ -218,9 +218,9 @@ def test_a_provider_that_fails_to_start_a_checkout_changes_nothing(make_product,
 
 
 def test_the_sweep_expires_the_checkouts_of_orders_that_can_no_longer_be_paid(
-    make_product, customer, provider, settings
+    make_variant, customer, provider, settings
 ):
-    make_product(sku="MUG", stock=20)
+    make_variant(sku="MUG", stock=20)
     cancelled, long_expired, just_expired, open_ = (start(place(customer, key, quantity=1)) for key in "abcd")
     order_cancel(order=cancelled.order)
     for payment in (long_expired, just_expired):
@@ -234,8 +234,8 @@ def test_the_sweep_expires_the_checkouts_of_orders_that_can_no_longer_be_paid(
     assert sorted(provider.expired) == sorted([cancelled.reference, long_expired.reference])
 
 
-def test_a_checkout_that_closed_unpaid_leaves_the_order_payable_again(make_product, customer, provider):
-    mug = make_product(sku="MUG", stock=5)
+def test_a_checkout_that_closed_unpaid_leaves_the_order_payable_again(make_variant, customer, provider):
+    mug = make_variant(sku="MUG", stock=5)
     order = place(customer, "k")
     first = start(order)
 

@@ -29,8 +29,8 @@ def refunded(payment: Payment, *, minor: int | None = None, event: str = "1") ->
     webhook_deliver(event)
 
 
-def paid_order(make_product, customer, *, stock=5):
-    mug = make_product(sku="MUG", stock=stock, price="2.50")
+def paid_order(make_variant, customer, *, stock=5):
+    mug = make_variant(sku="MUG", stock=stock, price="2.50")
     order = place(customer, "k")
     payment = start(order)
     succeed(payment)
@@ -45,8 +45,8 @@ def late_second_payment(order: Order) -> Payment:
     )
 
 
-def test_paying_again_while_a_charge_awaits_applying_returns_that_payment(make_product, customer, provider):
-    make_product(sku="MUG", stock=5)
+def test_paying_again_while_a_charge_awaits_applying_returns_that_payment(make_variant, customer, provider):
+    make_variant(sku="MUG", stock=5)
     order = place(customer, "k")
     first = start(order)
     Payment.objects.filter(pk=first.pk).update(state=Payment.State.CHARGED, provider_payment="pi_1")
@@ -57,8 +57,8 @@ def test_paying_again_while_a_charge_awaits_applying_returns_that_payment(make_p
     assert len(provider.checkouts) == 1
 
 
-def test_refunding_a_late_second_payment_leaves_the_order_paid_with_its_first(make_product, customer, provider):
-    mug, order, first = paid_order(make_product, customer)
+def test_refunding_a_late_second_payment_leaves_the_order_paid_with_its_first(make_variant, customer, provider):
+    mug, order, first = paid_order(make_variant, customer)
     second = late_second_payment(order)
 
     succeed(second)  # it cannot be applied: the order is paid by the first
@@ -73,9 +73,9 @@ def test_refunding_a_late_second_payment_leaves_the_order_paid_with_its_first(ma
 
 
 def test_a_partial_refund_is_recorded_and_the_order_is_refunded_only_once_all_of_it_is(
-    make_product, customer, provider
+    make_variant, customer, provider
 ):
-    mug, order, payment = paid_order(make_product, customer)
+    mug, order, payment = paid_order(make_variant, customer)
 
     refunded(payment, minor=200, event="partial")  # a goodwill refund of 2.00 from the provider's dashboard
 
@@ -97,8 +97,8 @@ def test_a_partial_refund_is_recorded_and_the_order_is_refunded_only_once_all_of
     assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (3, 0)
 
 
-def test_a_restock_asked_for_happens_once_when_the_refund_webhook_arrives_first(make_product, customer, provider):
-    mug, order, payment = paid_order(make_product, customer)
+def test_a_restock_asked_for_happens_once_when_the_refund_webhook_arrives_first(make_variant, customer, provider):
+    mug, order, payment = paid_order(make_variant, customer)
     provider.during_refund = refunded  # the provider's webhook is processed before staff's refund returns
 
     order_refund(order=order, restock=True)
@@ -111,8 +111,8 @@ def test_a_restock_asked_for_happens_once_when_the_refund_webhook_arrives_first(
     assert_books_balance(mug)
 
 
-def test_staff_refund_the_payment_that_paid_the_order_not_a_later_one(make_product, customer, provider):
-    mug, order, first = paid_order(make_product, customer)
+def test_staff_refund_the_payment_that_paid_the_order_not_a_later_one(make_variant, customer, provider):
+    mug, order, first = paid_order(make_variant, customer)
     second = late_second_payment(order)
     Payment.objects.filter(pk=second.pk).update(state=Payment.State.REFUNDING, provider_payment="pi_second")
 
@@ -125,9 +125,9 @@ def test_staff_refund_the_payment_that_paid_the_order_not_a_later_one(make_produ
 
 
 def test_a_refund_that_arrives_before_its_success_is_kept_and_the_success_never_pays_the_order(
-    make_product, customer, provider
+    make_variant, customer, provider
 ):
-    mug = make_product(sku="MUG", stock=5, price="2.50")
+    mug = make_variant(sku="MUG", stock=5, price="2.50")
     order = place(customer, "k")
     payment = start(order)
     success = local_event("checkout.session.completed", payment=payment)
@@ -142,10 +142,10 @@ def test_a_refund_that_arrives_before_its_success_is_kept_and_the_success_never_
     assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (5, 2)
 
 
-def test_a_refund_whose_product_was_deleted_since_is_recorded_and_the_rest_restocked(
-    make_product, customer, provider, caplog
+def test_a_refund_whose_variant_was_deleted_since_is_recorded_and_the_rest_restocked(
+    make_variant, customer, provider, caplog
 ):
-    mug, order, payment = paid_order(make_product, customer)
+    mug, order, payment = paid_order(make_variant, customer)
     mug.delete()  # staff took the product off the catalog after the sale
 
     order_refund(order=order, restock=True)
@@ -156,8 +156,8 @@ def test_a_refund_whose_product_was_deleted_since_is_recorded_and_the_rest_resto
     assert not StockMovement.objects.filter(reason="refund_restock").exists()
 
 
-def test_a_refund_the_provider_refuses_changes_nothing_and_says_so(make_product, customer, provider):
-    mug, order, payment = paid_order(make_product, customer)
+def test_a_refund_the_provider_refuses_changes_nothing_and_says_so(make_variant, customer, provider):
+    mug, order, payment = paid_order(make_variant, customer)
 
     def refuse(_payment):
         raise ConnectionError("provider down")
@@ -174,9 +174,9 @@ def test_a_refund_the_provider_refuses_changes_nothing_and_says_so(make_product,
 
 
 def test_a_refund_naming_only_a_payment_intent_not_seen_yet_is_kept_and_applied_by_the_sweep(
-    make_product, customer, provider
+    make_variant, customer, provider
 ):
-    mug = make_product(sku="MUG", stock=5, price="2.50")
+    mug = make_variant(sku="MUG", stock=5, price="2.50")
     order = place(customer, "k")
     payment = start(order)
     success = local_event("checkout.session.completed", payment=payment)

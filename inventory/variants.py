@@ -1,9 +1,10 @@
-"""Products with their stock. The catalog knows nothing of stock, so a product is created here.
+"""Variants with their stock. The catalog knows nothing of stock, so a variant is created here.
 
-Every product has a Stock row from the start (the stock services, the admin and the books count on
+Every variant has a Stock row from the start (the stock services, the admin and the books count on
 it); its initial stock arrives through the stock service, so the ledger has it.
 """
 
+import itertools
 import secrets
 from dataclasses import dataclass
 from decimal import Decimal
@@ -12,10 +13,11 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.db import transaction
 
+from core.errors import InvalidInput
 from inventory.models import Stock
 from inventory.services import stock_restock
 from shipping.models import ShippingMethod, ShippingZone
-from shop.models import Product
+from shop.models import OptionValue, Product, ProductVariant, sku_normalise
 from tax.models import TaxClass, TaxRate
 
 # SKU, name, description, price, initial stock, limit per customer, weight in grams (None: not shipped),
@@ -47,18 +49,20 @@ DEMO_STAFF_USERNAME = "staff"
 
 @dataclass
 class DemoSeed:
-    products_created: int
-    products_existing: int
+    variants_created: int
+    variants_existing: int
     staff_username: str
     staff_password: str | None  # set only when this run chose or changed it
 
 
-def product_create(
+def variant_create(
     *,
     sku: str,
     name: str,
     price: Decimal,
+    product: Product | None = None,
     description: str = "",
+    option_values=(),
     is_active: bool = True,
     max_per_customer: int | None = None,
     sale_starts_at=None,
@@ -67,12 +71,14 @@ def product_create(
     weight_grams: int | None = None,
     tax_class=None,
     actor=None,
-) -> Product:
-    """Create a product with its Stock row; initial stock arrives through the inventory service (ledgered)."""
-    product = Product(
+) -> ProductVariant:
+    """Create a variant of ``product`` with its Stock row; without a product, a new product of this name and
+    ``description``, sold in this one variant. Initial stock arrives through the inventory service (ledgered).
+    """
+    variant = ProductVariant(
+        product=product,
         sku=sku,
         name=name,
-        description=description,
         price=Decimal(price),
         is_active=is_active,
         max_per_customer=max_per_customer,
@@ -81,13 +87,56 @@ def product_create(
         weight_grams=weight_grams,
         tax_class=tax_class,
     )
-    product.full_clean()
+    variant.full_clean(exclude=["product"])
     with transaction.atomic():
-        product.save()
-        Stock.objects.create(product=product)
+        if product is None:
+            variant.product = Product.objects.create(name=name, description=description)
+        variant.save()
+        variant.option_values.set(option_values)
+        Stock.objects.create(variant=variant)
     if initial_stock:
         stock_restock(sku=sku, quantity=initial_stock, reason="initial stock", actor=actor)
-    return product
+    return variant
+
+
+def product_variants_generate(
+    *, product: Product, values: list[OptionValue], price: Decimal, initial_stock: int = 0, actor=None
+) -> list[ProductVariant]:
+    """Create ``product``'s variants for every combination of the chosen option values (every size times
+    every colour), skipping combinations it has already. Each SKU is the product's name spelt as a SKU with
+    the values (``AIR-MAX-42-BLACK``), each name the product's with the values (``Air Max, 42 / Black``).
+    """
+    by_option: dict[int, list[OptionValue]] = {}
+    for value in sorted(values, key=lambda v: (v.option.name, v.position, v.value)):
+        by_option.setdefault(value.option_id, []).append(value)
+    if not by_option:
+        raise InvalidInput(fields={"values": "Choose at least one value."})
+    existing = {
+        frozenset(variant.option_values.values_list("pk", flat=True))
+        for variant in ProductVariant.all_objects.filter(product=product)
+    }
+    stem = _sku_stem(product)
+    created = []
+    for combination in itertools.product(*by_option.values()):
+        if frozenset(value.pk for value in combination) in existing:
+            continue
+        words = [value.value for value in combination]
+        created.append(
+            variant_create(
+                product=product,
+                sku=sku_normalise("-".join([stem, *words]).replace(" ", "-")),
+                name=f"{product.name}, {' / '.join(words)}",
+                price=price,
+                option_values=combination,
+                initial_stock=initial_stock,
+                actor=actor,
+            )
+        )
+    return created
+
+
+def _sku_stem(product: Product) -> str:
+    return "".join(c if c.isalnum() else "-" for c in product.name.upper()).strip("-")[:40] or f"P{product.pk}"
 
 
 def demo_catalog_seed(*, staff_password: str | None = None) -> DemoSeed:
@@ -96,10 +145,10 @@ def demo_catalog_seed(*, staff_password: str | None = None) -> DemoSeed:
     tax_classes = _demo_shipping_and_tax_seed()
     created = existing = 0
     for sku, name, description, price, stock, limit, weight, tax_class in DEMO_PRODUCTS:
-        if Product.all_objects.filter(sku=sku).exists():
+        if ProductVariant.all_objects.filter(sku=sku).exists():
             existing += 1
             continue
-        product_create(
+        variant_create(
             sku=sku,
             name=name,
             description=description,
