@@ -52,7 +52,7 @@ from inventory.models import Reservation, Stock, StockMovement  # noqa: E402
 from inventory.services import stock_reserve  # noqa: E402
 from orders.models import Order, OrderLine, new_order_number  # noqa: E402
 from orders.services import order_place  # noqa: E402
-from shop.models import ProductVariant  # noqa: E402
+from shop.models import Product, ProductVariant  # noqa: E402
 
 WORKERS = (1, 4, 16, 64)
 
@@ -271,8 +271,9 @@ class PollingLock(Design):
 def shop_rows(count: int, stock: int) -> list[ProductVariant]:
     """Fresh products with ``stock`` units each, ledger included (bulk inserts: this is a fixture)."""
     tag = uuid.uuid4().hex[:8].upper()
+    product = Product.objects.create(name=f"Bench {tag}")
     variants = ProductVariant.objects.bulk_create(
-        ProductVariant(sku=f"B{tag}-{n:04d}", name=f"Bench {n}", price=1) for n in range(count)
+        ProductVariant(product=product, sku=f"B{tag}-{n:04d}", name=f"Bench {n}", price=1) for n in range(count)
     )
     stocks = Stock.objects.bulk_create(Stock(variant=p, on_hand=stock) for p in variants)
     StockMovement.objects.bulk_create(
@@ -662,7 +663,7 @@ def _cpu_split(cell) -> str:
 
 def reset_database() -> None:
     call_command("migrate", verbosity=0)
-    empty_tables(StockMovement, Reservation, OrderLine, Order, Stock, ProductVariant)
+    empty_tables(StockMovement, Reservation, OrderLine, Order, Stock, ProductVariant, Product)
 
 
 def wait_for_quiet_machine(*, busy_below: float = 0.3, timeout: float = 60.0) -> tuple[float, float]:

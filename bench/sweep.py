@@ -33,16 +33,17 @@ from inventory.models import Reservation, Stock, StockMovement  # noqa: E402
 from inventory.selectors import stock_books  # noqa: E402
 from orders.models import Order, OrderLine, new_order_number  # noqa: E402
 from orders.services import order_release_expired  # noqa: E402
-from shop.models import ProductVariant  # noqa: E402
+from shop.models import Product, ProductVariant  # noqa: E402
 
 
 def build(orders: int, skus: int) -> None:
     """Fresh catalog with ``orders`` overdue orders, books balanced (bulk inserts: this is a fixture)."""
-    empty_tables(StockMovement, Reservation, OrderLine, Order, Stock, ProductVariant)
+    empty_tables(StockMovement, Reservation, OrderLine, Order, Stock, ProductVariant, Product)
     rng = random.Random(7)
     now = timezone.now()
+    product = Product.objects.create(name="Bench")
     variants = ProductVariant.objects.bulk_create(
-        ProductVariant(sku=f"BENCH-{n:04d}", name=f"Bench {n}", price=1) for n in range(skus)
+        ProductVariant(product=product, sku=f"BENCH-{n:04d}", name=f"Bench {n}", price=1) for n in range(skus)
     )
     stocks = {
         p.pk: s for p, s in zip(variants, Stock.objects.bulk_create(Stock(variant=p) for p in variants), strict=True)

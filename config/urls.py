@@ -73,6 +73,11 @@ handler403 = error_views.permission_denied
 handler404 = error_views.page_not_found
 handler500 = error_views.server_error
 
+
+def media_file(request, path: str):
+    """Product images kept on local disk, served by the shop (an S3-compatible store serves its own)."""
+    return serve(request, path, document_root=settings.MEDIA_ROOT)
+
+
 if settings.STORAGES["default"]["BACKEND"] == "django.core.files.storage.FileSystemStorage":
-    # Product images kept on local disk are served by the shop (an S3-compatible store serves its own).
-    urlpatterns.append(re_path(r"^media/(?P<path>.*)$", serve, {"document_root": settings.MEDIA_ROOT}))
+    urlpatterns.append(re_path(r"^media/(?P<path>.*)$", media_file))

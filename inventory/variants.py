@@ -8,16 +8,19 @@ import itertools
 import secrets
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+from django.core.files import File
 from django.db import transaction
 
 from core.errors import InvalidInput
 from inventory.models import Stock
 from inventory.services import stock_restock
 from shipping.models import ShippingMethod, ShippingZone
-from shop.models import OptionValue, Product, ProductVariant, sku_normalise
+from shop.models import Category, Option, OptionValue, Product, ProductVariant, sku_normalise
+from shop.services import product_image_add
 from tax.models import TaxClass, TaxRate
 
 # SKU, name, description, price, initial stock, limit per customer, weight in grams (None: not shipped),
@@ -33,6 +36,35 @@ DEMO_PRODUCTS = [
     ("BOOK-SNEAKERS", "Sneaker culture (book)", "240 pages; reduced VAT.", "24.00", 30, None, 900, "Books"),
     ("TICKET-LAUNCH", "Launch party ticket", "An e-ticket: nothing is shipped.", "15.00", 200, 4, None, None),
 ]
+# Categories (a slug, a name, its parent's slug) and each demo SKU's category.
+DEMO_CATEGORIES = [
+    ("clothing", "Clothing", None), ("t-shirts", "T-shirts", "clothing"), ("shoes", "Shoes", None),
+    ("sneakers", "Sneakers", "shoes"), ("accessories", "Accessories", None), ("books", "Books", None),
+    ("tickets", "Tickets", None),
+]  # fmt: skip
+DEMO_CATEGORY_OF = {
+    "TEE-BLACK-M": "t-shirts", "TEE-WHITE-M": "t-shirts", "MUG-LOGO": "accessories", "CAP-NAVY": "accessories",
+    "SNEAKER-LTD": "sneakers", "POSTER-A2": "accessories", "SOCKS-3PK": "clothing", "BOOK-SNEAKERS": "books",
+    "TICKET-LAUNCH": "tickets",
+}  # fmt: skip
+DEMO_PICTURE_OF = {
+    "TEE-BLACK-M": "tee-black", "TEE-WHITE-M": "tee-white", "MUG-LOGO": "mug", "CAP-NAVY": "cap",
+    "SNEAKER-LTD": "sneaker-limited", "POSTER-A2": "poster", "SOCKS-3PK": "socks", "BOOK-SNEAKERS": "book",
+    "TICKET-LAUNCH": "ticket",
+}  # fmt: skip
+# Products sold in variants: name, description, category, price, option, values with their stock, pictures
+# (file, alt text, the value whose variant it shows; None: every variant).
+DEMO_PRODUCTS_WITH_VARIANTS = [
+    ("Drop sneaker", "This season's drop, in four sizes; each size is its own stock.", "sneakers", "129.00", "Size",
+     [("41", 4), ("42", 0), ("43", 6), ("44", 2)],
+     [("drop-sneaker-side", "Blue drop sneaker, side view", None),
+      ("drop-sneaker-back", "Blue drop sneaker, from the other side", None)]),
+    ("Logo hoodie", "Brushed fleece, one size, in black or white.", "clothing", "59.00", "Colour",
+     [("Black", 10), ("White", 8)],
+     [("hoodie-black", "Black hoodie with a front pocket", "Black"),
+      ("hoodie-white", "White hoodie with a front pocket", "White")]),
+]  # fmt: skip
+DEMO_IMAGES = Path(__file__).resolve().parent / "demo_images"
 # Zones: name, countries, methods (name, price, free from this amount, most grams).
 DEMO_SHIPPING = [
     ("Germany", ["DE"], [("Standard", "4.90", "50.00", None), ("Express", "9.90", None, 5000)]),
@@ -143,12 +175,13 @@ def demo_catalog_seed(*, staff_password: str | None = None) -> DemoSeed:
     """Create the demo catalog, its shipping zones and tax rates, and a staff user. Idempotent: existing
     products keep their stock, and zones and rates that exist are left as staff set them."""
     tax_classes = _demo_shipping_and_tax_seed()
+    categories = _demo_categories_seed()
     created = existing = 0
     for sku, name, description, price, stock, limit, weight, tax_class in DEMO_PRODUCTS:
         if ProductVariant.all_objects.filter(sku=sku).exists():
             existing += 1
             continue
-        variant_create(
+        variant = variant_create(
             sku=sku,
             name=name,
             description=description,
@@ -159,7 +192,25 @@ def demo_catalog_seed(*, staff_password: str | None = None) -> DemoSeed:
             weight_grams=weight,
             tax_class=tax_classes.get(tax_class),
         )
+        Product.objects.filter(pk=variant.product_id).update(category=categories[DEMO_CATEGORY_OF[sku]])
+        _demo_picture_add(variant.product, DEMO_PICTURE_OF[sku], name)
         created += 1
+    for name, description, category, price, option_name, values, pictures in DEMO_PRODUCTS_WITH_VARIANTS:
+        if Product.all_objects.filter(name=name).exists():
+            existing += len(values)
+            continue
+        product = Product.objects.create(name=name, description=description, category=categories[category])
+        option, _ = Option.objects.get_or_create(name=option_name)
+        made = {}
+        for position, (value, stock) in enumerate(values):
+            option_value, _ = OptionValue.objects.get_or_create(
+                option=option, value=value, defaults={"position": position}
+            )
+            [made[value]] = product_variants_generate(product=product, values=[option_value], price=Decimal(price),
+                                                      initial_stock=stock)  # fmt: skip
+        for position, (picture, alt, value) in enumerate(pictures):
+            _demo_picture_add(product, picture, alt, variant=made.get(value), position=position)
+        created += len(values)
 
     user_model = get_user_model()
     staff = user_model.objects.filter(username=DEMO_STAFF_USERNAME).first()
@@ -178,6 +229,25 @@ def demo_catalog_seed(*, staff_password: str | None = None) -> DemoSeed:
         *Permission.objects.filter(content_type__app_label__in=["shop", "inventory", "orders", "shipping", "tax"])
     )
     return DemoSeed(created, existing, DEMO_STAFF_USERNAME, password)
+
+
+def _demo_categories_seed() -> dict[str, Category]:
+    categories = {}
+    for slug, name, parent in DEMO_CATEGORIES:
+        category = Category.objects.filter(slug=slug).first()
+        if category is None:
+            fields = {"slug": slug, "name": name}
+            category = (
+                Category.objects.add_child(categories[parent], fields) if parent else Category.objects.add_root(fields)
+            )
+        categories[slug] = category
+    return categories
+
+
+def _demo_picture_add(product: Product, picture: str, alt: str, *, variant=None, position: int = 0) -> None:
+    with (DEMO_IMAGES / f"{picture}.jpg").open("rb") as stored:
+        product_image_add(product=product, file=File(stored, name=f"{picture}.jpg"), alt=alt, variant=variant,
+                          position=position)  # fmt: skip
 
 
 def _demo_shipping_and_tax_seed() -> dict[str, TaxClass]:

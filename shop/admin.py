@@ -206,6 +206,11 @@ class ProductAdmin(SoftDeleteAdmin):
         alive = Count("variants", filter=Q(variants__is_deleted=False))
         return super().get_queryset(request).annotate(variants_alive=alive)
 
+    def delete_queryset(self, request, queryset):
+        """A deleted product takes its variants out of sale with it (soft too: orders keep them)."""
+        ProductVariant.objects.filter(product__in=queryset.filter(is_deleted=False)).delete()
+        super().delete_queryset(request, queryset)
+
     @admin.display(description="variants", ordering="variants_alive")
     def variant_count(self, product):
         return product.variants_alive

@@ -7,11 +7,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api import ErrorSerializer, StrictIntegerField
-from shop.models import SKU_MAX_LENGTH
+from shop.models import SKU_MAX_LENGTH, Category, OptionValue
 from shop.selectors import variant_find_for_catalog, variant_list_for_catalog
 from shop.services import variant_sale_terms_set
 
-ORDERINGS = ["sku", "-sku", "name", "-name", "price", "-price", "available", "-available"]
+ORDERINGS = ["sku", "-sku", "name", "-name", "price", "-price", "available", "-available", "newest"]
 
 
 class ProductSummarySerializer(serializers.Serializer):
@@ -74,7 +74,16 @@ class ProductListApi(generics.ListAPIView):
         # A blank filter means no filter (as in an HTML form).
         sku = serializers.CharField(required=False, allow_blank=True, max_length=SKU_MAX_LENGTH)
         search = serializers.CharField(
-            required=False, allow_blank=True, max_length=100, help_text="Part of the product name."
+            required=False,
+            allow_blank=True,
+            max_length=100,
+            help_text="Words the product name has (each may be the start of a word), or the start of a SKU.",
+        )
+        product = serializers.IntegerField(
+            required=False, min_value=1, help_text="A product's id: its variants (a product page's picker)."
+        )
+        category = serializers.SlugField(
+            required=False, allow_blank=True, help_text="A category's slug: its products and its subcategories'."
         )
         in_stock = serializers.ChoiceField(
             choices=["true", "false"],
@@ -82,7 +91,38 @@ class ProductListApi(generics.ListAPIView):
             allow_blank=True,
             help_text="Only products with (or without) stock.",
         )
+        price_min = serializers.DecimalField(
+            max_digits=12, decimal_places=2, min_value=0, required=False, help_text="Least price now."
+        )
+        price_max = serializers.DecimalField(
+            max_digits=12, decimal_places=2, min_value=0, required=False, help_text="Greatest price now."
+        )
+        option = serializers.ListField(
+            child=serializers.CharField(max_length=101),
+            required=False,
+            max_length=10,
+            help_text="Option values, as Name:value (repeat it: option=Size:42&option=Colour:Black); values of one "
+            "option are alternatives.",
+        )
         ordering = serializers.ChoiceField(choices=ORDERINGS, required=False, allow_blank=True, default="sku")
+
+        def validate_category(self, slug):
+            if not slug:
+                return None
+            category = Category.objects.filter(slug=slug).first()
+            if category is None:
+                raise serializers.ValidationError("No category has this slug.")
+            return category
+
+        def validate_option(self, pairs):
+            values = []
+            for pair in pairs:
+                name, _, value = pair.partition(":")
+                found = OptionValue.objects.filter(option__name__iexact=name.strip(), value__iexact=value.strip())
+                if not value or not found.exists():
+                    raise serializers.ValidationError(f"No option value {pair!r}; give Name:value, e.g. Size:42.")
+                values.extend(found)
+            return values
 
     @extend_schema(
         operation_id="products_list",
@@ -97,13 +137,19 @@ class ProductListApi(generics.ListAPIView):
         return super().get(request, *args, **kwargs)
 
     def get_queryset(self):
-        filters = self.ProductFilterSerializer(data=self.request.query_params)
+        query = self.request.query_params
+        filters = self.ProductFilterSerializer(data={**query.dict(), "option": query.getlist("option")})
         filters.is_valid(raise_exception=True)
         data = filters.validated_data
         return variant_list_for_catalog(
             sku=data.get("sku"),
+            product_id=data.get("product"),
             search=data.get("search"),
+            category=data.get("category"),
             in_stock={"true": True, "false": False}.get(data.get("in_stock", "")),
+            price_min=data.get("price_min"),
+            price_max=data.get("price_max"),
+            option_values=data.get("option", ()),
             ordering=data["ordering"] or "sku",
         )
 

@@ -23,7 +23,7 @@ from django.db.models.functions import Coalesce, Now
 from core.db import select_in, select_in_statement
 from core.errors import InvalidInput
 from shop.errors import ProductUnavailable, SaleNotStarted, UnknownProduct
-from shop.models import Category, OptionValue, Product, ProductImage, ProductVariant, sku_normalise
+from shop.models import SKU_MAX_LENGTH, Category, OptionValue, Product, ProductImage, ProductVariant, sku_normalise
 
 
 class OrderableVariant(NamedTuple):
@@ -173,12 +173,23 @@ _SALE_PRICE_IN_FORCE = (
 
 
 def variant_list_for_catalog(
-    *, sku: str | None = None, search: str | None = None, in_stock: bool | None = None, ordering: str = "sku"
+    *,
+    sku: str | None = None,
+    product_id: int | None = None,
+    search: str | None = None,
+    category: Category | None = None,
+    in_stock: bool | None = None,
+    price_min: Decimal | None = None,
+    price_max: Decimal | None = None,
+    option_values: Iterable[OptionValue] = (),
+    ordering: str = "sku",
 ) -> QuerySet[ProductVariant]:
-    """Products for sale with their stock counters, filtered and ordered.
+    """Variants for sale with their stock counters, filtered and ordered.
 
-    Annotated: ``available`` units; ``sale_open``, whether orders are taken now; ``price_now``, the price
-    an order placed now is charged, and ``on_sale``, whether that is the sale price (both on the
+    Filters: the SKU; the product; a search (``product_ids_matching``); the category's subtree; in stock; the price now
+    within a range; every chosen option value (values of one option are alternatives: size 42 or 43, in
+    black). Annotated: ``available`` units; ``sale_open``, whether orders are taken now; ``price_now``, the
+    price an order placed now is charged, and ``on_sale``, whether that is the sale price (both on the
     database's clock, as placing an order decides them).
     """
     variants = (
@@ -196,12 +207,29 @@ def variant_list_for_catalog(
     )
     if sku:
         variants = variants.filter(sku=sku_normalise(sku))
+    if product_id is not None:
+        variants = variants.filter(product_id=product_id)
     if search:
-        variants = variants.filter(name__icontains=search)
+        variants = variants.filter(product_id__in=product_ids_matching(search))
+    if category is not None:
+        variants = variants.filter(product__category__path__startswith=category.path)
     if in_stock is not None:
         variants = variants.filter(available__gt=0) if in_stock else variants.filter(available__lte=0)
+    if price_min is not None:
+        variants = variants.filter(price_now__gte=price_min)
+    if price_max is not None:
+        variants = variants.filter(price_now__lte=price_max)
+    by_option: dict[int, list[int]] = {}
+    for value in option_values:
+        by_option.setdefault(value.option_id, []).append(value.pk)
+    for value_ids in by_option.values():
+        having = ProductVariant.option_values.through.objects.filter(
+            productvariant_id=OuterRef("pk"), optionvalue_id__in=value_ids
+        )
+        variants = variants.filter(Exists(having))
     # By price is by the price an order placed now is charged.
-    return variants.order_by(ordering.replace("price", "price_now"), "sku")
+    ordering = {"newest": "-created_at", "-newest": "created_at"}.get(ordering, ordering.replace("price", "price_now"))
+    return variants.order_by(ordering, "sku")
 
 
 def variant_names(*, skus: Iterable[str]) -> dict[str, str]:
@@ -230,40 +258,12 @@ PRODUCT_ORDERINGS = {"name": ["name", "id"], "price": ["price_from", "id"], "-pr
 SEARCH_MATCHES_MAX = 1000
 
 
-def product_list_for_catalog(
-    *,
-    category: Category | None = None,
-    search: str | None = None,
-    in_stock: bool | None = None,
-    price_min: Decimal | None = None,
-    price_max: Decimal | None = None,
-    option_values: Iterable[OptionValue] = (),
-    ordering: str = "name",
-) -> QuerySet[Product]:
-    """Products with a variant for sale that passes the filters, for the catalog and category pages.
-
-    A product is listed when one of its variants is in the category's subtree, matches the search, is in
-    stock, costs within the range now and has every chosen option value (values of one option are
-    alternatives: size 42 or 43, in black). Annotated: ``price_from``, the least such variant's price now;
+def product_list_for_catalog(*, ordering: str = "name", **filters) -> QuerySet[Product]:
+    """Products with a variant for sale that passes ``filters`` (those of ``variant_list_for_catalog``), for
+    the catalog and category pages. Annotated: ``price_from``, the least such variant's price now;
     ``available``, their units; prefetched: ``for_sale``, those variants, and ``pictures``, its images.
     """
-    variants = variant_list_for_catalog()
-    by_option: dict[int, list[int]] = {}
-    for value in option_values:
-        by_option.setdefault(value.option_id, []).append(value.pk)
-    for value_ids in by_option.values():
-        variants = variants.filter(Exists(ProductVariant.option_values.through.objects.filter(
-            productvariant_id=OuterRef("pk"), optionvalue_id__in=value_ids)))  # fmt: skip
-    if in_stock is not None:
-        variants = variants.filter(available__gt=0) if in_stock else variants.filter(available__lte=0)
-    if price_min is not None:
-        variants = variants.filter(price_now__gte=price_min)
-    if price_max is not None:
-        variants = variants.filter(price_now__lte=price_max)
-    if search:
-        variants = variants.filter(product_id__in=product_ids_matching(search))
-    if category is not None:
-        variants = variants.filter(product__category__path__startswith=category.path)
+    variants = variant_list_for_catalog(**filters)
     of_product = variants.filter(product_id=OuterRef("pk")).order_by()
     products = (
         Product.objects.filter(Exists(of_product))
@@ -282,25 +282,32 @@ def product_list_for_catalog(
 
 def product_ids_matching(search: str) -> list[int]:
     """Ids of the products whose name has every word of ``search`` (a word's start matches: "sneak" finds
-    "sneakers"), or one of whose variants' SKUs starts with it. Both lookups use an index: MariaDB's
-    FULLTEXT index on the name, the unique index on the SKU. At most ``SEARCH_MATCHES_MAX``."""
+    "sneakers"), or one of whose variants' SKUs starts with it; at most ``SEARCH_MATCHES_MAX``."""
+    ids = set()
+    for queryset in product_search_queries(search):
+        ids.update(queryset[:SEARCH_MATCHES_MAX])
+    return sorted(ids)[:SEARCH_MATCHES_MAX]
+
+
+def product_search_queries(search: str) -> list[QuerySet]:
+    """``product_ids_matching``'s queries, each on an index: MariaDB's FULLTEXT index on product names (SQLite,
+    the embedded mode's database, scans), and the unique index on SKUs by prefix."""
     words = [word for word in "".join(c if c.isalnum() else " " for c in search).split() if len(word) >= 2][:8]
-    if connection.vendor == "mysql" and words:
+    queries = []
+    if words and connection.vendor == "mysql":
         terms = " ".join(f"+{word}*" for word in words)
+        # A plain MATCH in WHERE, which MariaDB answers from the FULLTEXT index (no ORM lookup says it).
         by_name = Product.objects.extra(where=["MATCH(name) AGAINST (%s IN BOOLEAN MODE)"], params=[terms])
-    else:
+        queries.append(by_name.values_list("pk", flat=True))
+    elif words:
         by_name = Product.objects.all()
         for word in words:
             by_name = by_name.filter(name__icontains=word)
-        if not words:
-            by_name = Product.objects.none()
-    ids = set(by_name.values_list("pk", flat=True)[:SEARCH_MATCHES_MAX])
+        queries.append(by_name.values_list("pk", flat=True))
     sku = search.strip().upper()
-    if sku and len(sku) <= 64:
-        ids |= set(
-            ProductVariant.objects.filter(sku__startswith=sku).values_list("product_id", flat=True)[:SEARCH_MATCHES_MAX]
-        )
-    return sorted(ids)[:SEARCH_MATCHES_MAX]
+    if sku and len(sku) <= SKU_MAX_LENGTH:
+        queries.append(ProductVariant.objects.filter(sku__istartswith=sku).values_list("product_id", flat=True))
+    return queries
 
 
 class PickerChoice(NamedTuple):

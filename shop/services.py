@@ -1,12 +1,15 @@
-"""Changing the catalog: a product's terms of sale."""
+"""Changing the catalog: a variant's terms of sale, a product's images."""
 
 from datetime import datetime
 from decimal import Decimal
 
+from django.core.exceptions import ValidationError
+from django.core.files import File
 from django.utils import timezone
 
 from core.errors import InvalidInput
-from shop.models import ProductVariant
+from shop.images import product_image_check, product_image_thumbnail_make
+from shop.models import Product, ProductImage, ProductVariant
 
 _UNSET = object()
 
@@ -45,3 +48,20 @@ def variant_sale_terms_set(
     if changes:
         ProductVariant.objects.filter(pk=variant.pk).update(**changes, updated_at=timezone.now())
     return ProductVariant.objects.get(pk=variant.pk)
+
+
+def product_image_add(
+    *, product: Product, file: File, alt: str, variant: ProductVariant | None = None, position: int = 0
+) -> ProductImage:
+    """Store an image of ``product`` (shown for ``variant`` only, if given) with its thumbnail, through the
+    storage API. A file that is not an acceptable image is ``InvalidInput`` on ``image``."""
+    try:
+        product_image_check(file)
+    except ValidationError as exc:
+        raise InvalidInput(fields={"image": exc.messages[0]}) from None
+    if variant is not None and variant.product_id != product.pk:
+        raise InvalidInput(fields={"variant": "Not a variant of this product."})
+    image = ProductImage(product=product, variant=variant, alt=alt, position=position)
+    image.image.save(file.name.rsplit("/", 1)[-1], file, save=True)
+    product_image_thumbnail_make(image)
+    return image

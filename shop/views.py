@@ -75,8 +75,8 @@ def _product_list(request, template: str, *, category):
         "form": form,
         "query": query.urlencode(),
         "category": category,
-        "breadcrumbs": category.get_ancestors() if category else [],
-        "categories": (category.get_children() if category else Category.get_root_nodes()),
+        "breadcrumbs": Category.objects.get_ancestors(category) if category else [],
+        "categories": (Category.objects.get_children(category) if category else Category.objects.get_root_nodes()),
     }
     return render(request, template, context)
 
@@ -86,7 +86,7 @@ def product_detail(request, sku: str):
     variant = variant_find_for_catalog(sku=sku)
     if variant is None:
         raise Http404("No product for sale with this SKU.")
-    siblings = list(variant_list_for_catalog().filter(product_id=variant.product_id))
+    siblings = list(variant_list_for_catalog(product_id=variant.product_id))
     product = variant.product
     images = sorted(product.images.all(), key=lambda image: (image.variant_id != variant.pk, image.position, image.pk))
     # Counted down by the page from the server's (database's) clock, not the visitor's.
@@ -96,7 +96,9 @@ def product_detail(request, sku: str):
         "parent": product,
         "picker": variant_picker(variant, siblings),
         "images": [image for image in images if image.variant_id in (None, variant.pk)],
-        "breadcrumbs": [*product.category.get_ancestors(), product.category] if product.category else [],
+        "breadcrumbs": [*Category.objects.get_ancestors(product.category), product.category]
+        if product.category
+        else [],
         "most": cart_most(variant),
         "opens_in": opens_in,
     }

@@ -59,6 +59,13 @@ def clean_throttles():
     caches["default"].delete_pattern("throttle_*")
 
 
+@pytest.fixture(autouse=True)
+def media_root(settings, tmp_path):
+    """Images a test stores go to its own directory, never the checkout's ``var/media``."""
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    return tmp_path / "media"
+
+
 @pytest.fixture
 def make_variant(db):
     """Create a variant (of a new product of its name unless ``product`` is given), with ``stock`` units

@@ -28,7 +28,7 @@ from bench.soak.traffic import STOCK_START, read_journal, worker_process
 from inventory.services import stock_restock
 from orders.models import Order
 from orders.selectors import order_list_final_holding_stock, order_list_overdue
-from shop.models import ProductVariant
+from shop.models import Product, ProductVariant
 from tests.processes import RedisServer, process_state
 
 Status = Order.Status
@@ -46,8 +46,13 @@ def catalog(args: argparse.Namespace) -> tuple[dict[str, list[str]], int]:
     for temperature, names in skus.items():
         for sku in names:
             # Not shipped: the soak's traffic drives the stock engine, not the checkout's addresses.
+            name = f"Soak {sku}"
             ProductVariant.objects.create(
-                sku=sku, name=f"Soak {sku}", price=rng.randint(1, 50), requires_shipping=False
+                product=Product.objects.create(name=name),
+                sku=sku,
+                name=name,
+                price=rng.randint(1, 50),
+                requires_shipping=False,
             )
             stock_restock(sku=sku, quantity=STOCK_START[temperature], reason="soak: opening stock", actor=staff)
     return skus, staff.pk

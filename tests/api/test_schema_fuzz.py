@@ -77,7 +77,9 @@ def tokens(db, make_variant, staff_user, customer, settings, shipping_rules):
 
 # What the stateful test must reach on real orders.
 ORDER_OPERATIONS = {"POST /api/orders/{number}/pay/", "POST /api/orders/{number}/cancel/", "GET /api/orders/{number}/"}
-FUZZ = hypothesis_settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
+# No example database: an example stored by an earlier run drew from an earlier schema and a database in
+# another state, and replaying it fails as "inconsistent data generation" instead of testing anything.
+FUZZ = hypothesis_settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 
 
 @schema.parametrize()

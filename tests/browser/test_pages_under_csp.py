@@ -23,10 +23,22 @@ def test_the_login_page_and_the_admin_pages_work(page, make_variant):
     page.get_by_label("Username").fill("staff")
     page.get_by_label("Password").fill("staff-pass-123")
     page.get_by_role("button", name="Log in").click()
-    page.goto("/admin/shop/product/")
+    page.goto("/admin/shop/productvariant/")
     page.get_by_role("link", name="SNEAKER-LTD").click()
     expect(page.get_by_label("Max per customer")).to_have_value("2")
-    page.goto("/admin/shop/product/add/")
+    page.goto("/admin/shop/product/")
+    page.get_by_role("link", name="Drop sneaker").click()
+    expect(page.get_by_role("img", name="Blue drop sneaker, side view")).to_be_visible()  # the inline's thumbnail
+    screenshot(page, "admin-product-change")
+    page.get_by_role("link", name="Stock of its variants").click()
+    expect(page.get_by_role("cell", name="DROP-SNEAKER-43")).to_be_visible()
+    screenshot(page, "admin-product-stock")
+    page.go_back()
+    page.get_by_role("link", name="Make variants from options").click()
+    expect(page.get_by_label("42")).to_be_visible()
+    page.goto("/admin/shop/category/")
+    expect(page.get_by_role("link", name="Shoes")).to_be_visible()  # the tree, its roots folded
+    page.goto("/admin/shop/productvariant/add/")
     expect(page.get_by_label("Sale starts at")).to_have_count(0)  # a date and a time field instead
     expect(page.get_by_role("link", name="Today").first).to_be_visible()  # the admin's date widget ran
     screenshot(page, "admin-product-add")

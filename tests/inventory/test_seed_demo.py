@@ -7,7 +7,7 @@ from django.core.management import call_command
 
 from orders.services import order_quote
 from shipping.models import ShippingZone
-from shop.models import ProductVariant
+from shop.models import Category, Product, ProductImage, ProductVariant
 from tax.models import TaxRate
 from tests.conftest import assert_books_balance
 
@@ -27,8 +27,8 @@ def test_seed_demo_is_idempotent_and_prints_a_generated_password(monkeypatch):
 
     second = run("seed_demo")
 
-    assert "9 created" in first and "Staff user: staff / password: " in first
-    assert "0 created, 9 already there" in second and "password unchanged" in second
+    assert "15 created" in first and "Staff user: staff / password: " in first
+    assert "0 created, 15 already there" in second and "password unchanged" in second
     assert ShippingZone.objects.count() == 3 and TaxRate.objects.count() == 10  # not made twice
     assert {p.sku: p.stock.on_hand for p in ProductVariant.objects.select_related("stock")} == variants
     staff = get_user_model().objects.get(username="staff")
@@ -56,3 +56,20 @@ def test_seed_demo_takes_the_password_from_the_environment(monkeypatch):
     output = run("seed_demo")
     assert "correct-horse-battery" not in output
     assert get_user_model().objects.get(username="staff").check_password("correct-horse-battery")
+
+
+def test_the_demo_catalog_has_categories_variants_and_images_with_thumbnails(media_root):
+    run("seed_demo")
+
+    hoodie = Product.objects.get(name="Logo hoodie")
+    assert hoodie.category.slug == "clothing"
+    assert sorted(hoodie.variants.values_list("sku", flat=True)) == ["LOGO-HOODIE-BLACK", "LOGO-HOODIE-WHITE"]
+    black = hoodie.images.get(alt__startswith="Black")
+    assert black.variant.sku == "LOGO-HOODIE-BLACK" and (media_root / black.thumbnail.name).exists()
+    sneaker = Product.objects.get(name="Drop sneaker")
+    assert Category.objects.get_parent(sneaker.category).slug == "shoes"
+    stock = {v.sku: v.stock.on_hand for v in sneaker.variants.select_related("stock")}
+    assert stock == {"DROP-SNEAKER-41": 4, "DROP-SNEAKER-42": 0, "DROP-SNEAKER-43": 6, "DROP-SNEAKER-44": 2}
+    assert ProductImage.objects.count() == 13 and all(image.thumbnail for image in ProductImage.objects.all())
+    assert not Product.objects.filter(category__isnull=True).exists()
+    assert_books_balance(*ProductVariant.objects.all())

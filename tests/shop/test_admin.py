@@ -1,6 +1,7 @@
-"""The product admin: stock shown read-only, products created with their stock, soft delete end to end.
+"""The variant admin: stock shown read-only, variants created with their stock, soft delete end to end, and
+a deleted product taking its variants out of sale.
 
-Transactional tests: adding a product receives its initial stock through the service, whose durable
+Transactional tests: adding a variant receives its initial stock through the service, whose durable
 transaction the admin's own request-wide transaction would break.
 """
 
@@ -11,6 +12,8 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.urls import reverse
 
 from inventory.models import Stock, StockMovement
+from orders.services import order_place
+from shop.errors import ProductUnavailable
 from shop.models import ProductVariant
 from tests.conftest import assert_books_balance, messages_of, stock_of
 
@@ -210,3 +213,21 @@ def test_staff_set_a_sale_price_window_in_the_admin_and_a_bad_one_is_explained(s
     assert "Give the sale price the start and end are for." in staff_admin.post(url, form).content.decode()
     mug.refresh_from_db()
     assert (mug.sale_price, mug.sale_price_from) == (Decimal("9.50"), None)  # unchanged by the refusals
+
+
+def test_deleting_a_product_takes_its_variants_out_of_sale(staff_admin, make_variant):
+    black = make_variant(sku="HOODIE-BLACK", stock=2)
+    white = make_variant(sku="HOODIE-WHITE", stock=2, product=black.product)
+    mug = make_variant(sku="MUG", stock=1)
+
+    response = staff_admin.post(reverse("admin:shop_product_delete", args=[black.product_id]), {"post": "yes"})
+
+    assert response.status_code == 302
+    assert set(ProductVariant.all_objects.filter(is_deleted=True).values_list("sku", flat=True)) == {
+        black.sku,
+        white.sku,
+    }
+    assert not ProductVariant.all_objects.get(pk=mug.pk).is_deleted
+    with pytest.raises(ProductUnavailable):
+        order_place(email="a@example.com", items=[{"sku": "HOODIE-BLACK", "quantity": 1}], idempotency_key="k")
+    assert stock_of(white).on_hand == 2

@@ -49,7 +49,11 @@
     var elements = document.querySelectorAll("[data-available-for]");
     if (!elements.length) { return; }
     var one = document.querySelector("[data-one-product]");
-    var url = one ? "/api/products/" + encodeURIComponent(one.getAttribute("data-available-for")) + "/" : "/api/products/?page_size=100";
+    // A product page with a picker asks for all its variants: a size selling out disables its choice.
+    var variantsOf = document.querySelector("[data-variants-of]");
+    var url = variantsOf
+      ? "/api/products/?page_size=100&product=" + encodeURIComponent(variantsOf.getAttribute("data-variants-of"))
+      : one ? "/api/products/" + encodeURIComponent(one.getAttribute("data-available-for")) + "/" : "/api/products/?page_size=100";
     function show(products) {
       var bySku = {};
       products.forEach(function (product) { bySku[product.sku] = product; });
@@ -61,11 +65,18 @@
           button.disabled = product.sold_out;
         });
       });
+      document.querySelectorAll("[data-choice-for]").forEach(function (choice) {
+        var product = bySku[choice.getAttribute("data-choice-for")];
+        if (!product) { return; }
+        var soldOut = product.sold_out || !product.sale_open;
+        choice.classList.toggle("sold-out", soldOut);
+        if (soldOut) { choice.setAttribute("aria-disabled", "true"); } else { choice.removeAttribute("aria-disabled"); }
+      });
     }
     function refresh() {
       fetch(url, { headers: { Accept: "application/json" } })
         .then(function (response) { return response.ok ? response.json() : null; })
-        .then(function (answer) { if (answer) { show(one ? [answer] : answer.results); } })
+        .then(function (answer) { if (answer) { show(answer.results || [answer]); } })
         .catch(function () {});
     }
     setInterval(refresh, 5000);
