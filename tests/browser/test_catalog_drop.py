@@ -1,5 +1,6 @@
 """A drop in a real browser: the catalog and a category with pictures, the product page's size picker with the
-sold-out size disabled (and a size selling out while the page is open disabled live), then cart and checkout; screenshots of the catalog, a category and a product page."""
+sold-out size disabled (and a size selling out while the page is open disabled live), then cart and
+checkout; screenshots of the catalog, a category and a product page."""
 
 from decimal import Decimal
 
