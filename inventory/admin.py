@@ -481,6 +481,8 @@ class ProductStockAdmin(ProductAdmin):
                     self.message_user(request, text, messages.ERROR)
                 return redirect("admin:shop_product_stock", product_id=product.pk)
         rows = list(zip(variants, formset.forms, strict=True))
+        for variant, row in rows:
+            row.fields["new_on_hand"].widget.attrs["aria-label"] = f"On hand of {variant.sku}"
         context = {**self.admin_site.each_context(request), "opts": self.opts, "product": product,
                    "formset": formset, "rows": rows, "reason": reason, "title": f"Stock of {product}"}  # fmt: skip
         return TemplateResponse(request, "admin/shop/product/stock_list.html", context)

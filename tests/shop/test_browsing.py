@@ -6,6 +6,7 @@ from decimal import Decimal
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -66,7 +67,8 @@ def test_the_product_page_picks_a_size_and_shows_the_sold_out_one_disabled(clien
         ("43", "AIR-MAX-SNEAKER-43", False, False),
     ]
     assert '<button type="button" class="choice" disabled data-sold-out="AIR-MAX-SNEAKER-42">42' in html
-    assert f'<a class="choice" href="{reverse("product", args=["AIR-MAX-SNEAKER-43"])}">43</a>' in html
+    link = reverse("product", args=["AIR-MAX-SNEAKER-43"])
+    assert f'<a class="choice" href="{link}" data-choice-for="AIR-MAX-SNEAKER-43">43</a>' in html
     assert "The drop." in html and "€149.00" in html
     assert [c.name for c in page.context["breadcrumbs"]] == ["Shoes", "Sneakers"]
     sold_out = client.get(reverse("product", args=["AIR-MAX-SNEAKER-42"])).content.decode()
@@ -175,3 +177,15 @@ def test_staff_build_the_category_tree_in_the_admin_and_place_a_product_in_one(s
     assert staff_admin.post(reverse("admin:shop_product_change", args=[product.pk]), form).status_code == 302
     product.refresh_from_db()
     assert [c.slug for c in Category.objects.get_ancestors(product.category)] == ["shoes"]
+
+
+def test_the_catalog_page_costs_the_same_queries_for_three_products_or_thirty(client, drop, make_variant):
+    def queries_for_the_catalog() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(reverse("catalog")).status_code == 200
+        return len(queries)
+
+    few = queries_for_the_catalog()
+    for n in range(27):
+        make_variant(sku=f"POSTER-{n:02d}", name=f"Poster {n:02d}", price="9.00", stock=1)
+    assert queries_for_the_catalog() == few
