@@ -136,7 +136,7 @@ def product_variants_generate(
 ) -> list[ProductVariant]:
     """Create ``product``'s variants for every combination of the chosen option values (every size times
     every colour), skipping combinations it has already. Each SKU is the product's name spelt as a SKU with
-    the values (``AIR-MAX-42-BLACK``), each name the product's with the values (``Air Max, 42 / Black``).
+    the values by option name (``AIR-MAX-BLACK-42``), each name the product's with them (``Air Max, Black / 42``).
     """
     by_option: dict[int, list[OptionValue]] = {}
     for value in sorted(values, key=lambda v: (v.option.name, v.position, v.value)):

@@ -27,7 +27,7 @@ from shop.models import SKU_MAX_LENGTH, Category, OptionValue, Product, ProductI
 
 
 class OrderableVariant(NamedTuple):
-    """What placing an order needs of a product: its id, its price now and its limit per customer, the
+    """What placing an order needs of a variant: its id, its price now and its limit per customer, the
     name its buyer is shown, and what its price and shipping depend on."""
 
     pk: int
@@ -56,7 +56,7 @@ class VariantForSale(NamedTuple):
 
 def price_in_force(variant, *, now: datetime) -> Decimal:
     """What ``product`` costs at ``now``: its sale price inside the sale's window (from its start, before its
-    end), else its price. The one place the rule lives; ``product_list_for_catalog`` says it in SQL."""
+    end), else its price. The one place the rule lives; ``variant_list_for_catalog`` says it in SQL."""
     if variant.sale_price is None:
         return variant.price
     if variant.sale_price_from is not None and now < variant.sale_price_from:
@@ -67,16 +67,16 @@ def price_in_force(variant, *, now: datetime) -> Decimal:
 
 
 def variant_map_orderable(*, skus: Iterable[str], now: datetime) -> dict[str, OrderableVariant]:
-    """Products by SKU, refusing unknown SKUs and products that are inactive, deleted or not on sale yet."""
+    """Variants by SKU, refusing unknown SKUs and variants that are inactive, deleted or not on sale yet."""
     return variants_orderable(variant_map_for_sale(skus=skus), skus=skus, now=now)
 
 
 def variant_map_for_sale(*, skus: Iterable[str]) -> dict[str, VariantForSale]:
-    """The products these SKUs name, by SKU, and whether each is for sale; unknown SKUs are missing.
+    """The variants these SKUs name, by SKU, and whether each is for sale; unknown SKUs are missing.
 
     Plain SQL: a lock holder reads this once per batch of orders, every queued buyer waits for it,
     and building the query with the ORM takes more CPU than running it (see the profile in
-    docs/benchmarks.md). A caller that sends it with other statements uses ``products_for_sale_statement``.
+    docs/benchmarks.md). A caller that sends it with other statements uses ``variants_for_sale_statement``.
     """
     skus = sorted(set(skus))
     if not skus:
@@ -91,13 +91,13 @@ _FOR_SALE_COLUMNS = (
 
 
 def variants_for_sale_statement(*, skus: Iterable[str]) -> tuple[str, list]:
-    """``product_map_for_sale``'s statement (at least one SKU), for ``statements_run``; its rows go to
-    ``products_for_sale_from_rows``."""
+    """``variant_map_for_sale``'s statement (at least one SKU), for ``statements_run``; its rows go to
+    ``variants_for_sale_from_rows``."""
     return select_in_statement(ProductVariant, _FOR_SALE_COLUMNS, sku=sorted(set(skus)))
 
 
 def variants_for_sale_from_rows(rows) -> dict[str, VariantForSale]:
-    """``product_map_for_sale``'s answer from the rows its statement returned."""
+    """``variant_map_for_sale``'s answer from the rows its statement returned."""
     price = ProductVariant._meta.get_field("price")
 
     def when(value):
@@ -128,7 +128,7 @@ def variants_for_sale_from_rows(rows) -> dict[str, VariantForSale]:
 def variants_orderable(
     found: dict[str, VariantForSale], *, skus: Iterable[str], now: datetime
 ) -> dict[str, OrderableVariant]:
-    """The ``found`` products of ``skus``, refused if one cannot be ordered at ``now``.
+    """The ``found`` variants of ``skus``, refused if one cannot be ordered at ``now``.
 
     ``UnknownProduct``, ``ProductUnavailable``, or ``SaleNotStarted`` for the first line whose sale opens later.
     """
@@ -157,7 +157,7 @@ def variants_orderable(
 
 
 def variant_get_for_stock(*, sku: str) -> ProductVariant:
-    """A product staff may restock or adjust: any that is not deleted, active or not."""
+    """A variant staff may restock or adjust: any that is not deleted, active or not."""
     try:
         return ProductVariant.objects.get(sku=sku)
     except ProductVariant.DoesNotExist:
@@ -233,7 +233,7 @@ def variant_list_for_catalog(
 
 
 def variant_names(*, skus: Iterable[str]) -> dict[str, str]:
-    """Products' names by SKU, of those no longer for sale (inactive or deleted) too: a buyer is told by name
+    """Variants' names by SKU, of those no longer for sale (inactive or deleted) too: a buyer is told by name
     what left the catalog. SKUs are matched in any case."""
     normalised = set()
     for sku in skus:
@@ -245,7 +245,7 @@ def variant_names(*, skus: Iterable[str]) -> dict[str, str]:
 
 
 def variant_find_for_catalog(*, sku: str) -> ProductVariant | None:
-    """The product for sale with this SKU (in any case); None for a SKU no product has."""
+    """The variant for sale with this SKU (in any case); None for a SKU no variant has."""
     try:
         sku = sku_normalise(sku)
     except InvalidInput:
