@@ -3,9 +3,9 @@
 -- Environment, read by every wrk thread:
 --   WRK_RUN    a string unique to the run: the Idempotency-Keys are "<WRK_RUN>-<thread>-<request>"
 --   WRK_TOKEN  the API token sent as "Authorization: Token <WRK_TOKEN>"; empty: no Authorization header
---   WRK_ITEMS  the cell's SKUs as "sku=product_id" pairs separated by commas
+--   WRK_ITEMS  the cell's SKUs as "sku=variant_id" pairs separated by commas
 --   WRK_LINES  SKUs per cart, distinct, picked at random among WRK_ITEMS in random order
---   WRK_FIELD  what a line names: "sku" (the order API, the checkout) or "product_id" (the floors)
+--   WRK_FIELD  what a line names: "sku" (the order API, the checkout) or "variant_id" (the floors)
 --   WRK_EXTRA  JSON members sent after the items, each with its leading comma (the order's address and
 --              shipping method); empty: none
 --
@@ -25,8 +25,8 @@ function init(args)
    extra = os.getenv("WRK_EXTRA") or ""
    lines = tonumber(os.getenv("WRK_LINES") or "1")
    items = {}
-   for sku, product_id in string.gmatch(os.getenv("WRK_ITEMS") or "", "([^=,]+)=(%d+)") do
-      local value = field == "sku" and ('"' .. sku .. '"') or product_id
+   for sku, variant_id in string.gmatch(os.getenv("WRK_ITEMS") or "", "([^=,]+)=(%d+)") do
+      local value = field == "sku" and ('"' .. sku .. '"') or variant_id
       table.insert(items, '{"' .. field .. '": ' .. value .. ', "quantity": 1}')
    end
    headers = {["Content-Type"] = "application/json"}

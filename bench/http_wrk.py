@@ -55,7 +55,7 @@ class HttpDesign:
     name: str
     path: str
     authenticated: bool  # sends the token (and is throttled as the order API is)
-    line_field: str  # what each line of the JSON cart names: "sku", or "product_id" for the floors
+    line_field: str  # what each line of the JSON cart names: "sku", or "variant_id" for the floors
     rows: bool  # writes reservation rows (the books count them); else only the counter records a sale
 
 

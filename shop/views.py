@@ -46,17 +46,17 @@ class CatalogFilterForm(forms.Form):
 
 
 def catalog(request):
-    return _product_list(request, "shop/catalog.html", category=None)
+    return _product_list(request, category=None)
 
 
 def category_detail(request, slug: str):
-    category = get_object_or_404(Category, slug=slug)
-    return _product_list(request, "shop/catalog.html", category=category)
+    return _product_list(request, category=get_object_or_404(Category, slug=slug))
 
 
-def _product_list(request, template: str, *, category):
+def _product_list(request, *, category):
     form = CatalogFilterForm(request.GET or None)
-    filters = {name: value for name, value in (form.cleaned_data if form.is_valid() else {}).items()}
+    form.is_valid()  # what is valid is in cleaned_data; an invalid value is left out, the others still apply
+    filters = getattr(form, "cleaned_data", {})
     products = product_list_for_catalog(
         category=category,
         search=filters.get("q"),
@@ -78,7 +78,7 @@ def _product_list(request, template: str, *, category):
         "breadcrumbs": Category.objects.get_ancestors(category) if category else [],
         "categories": (Category.objects.get_children(category) if category else Category.objects.get_root_nodes()),
     }
-    return render(request, template, context)
+    return render(request, "shop/catalog.html", context)
 
 
 def product_detail(request, sku: str):

@@ -103,6 +103,7 @@ def test_filters_and_sorting_on_the_catalog_page(client, drop):
     assert names(client.get(catalog, {"q": "sneak"})) == ["Air Max sneaker"]  # the start of a word
     assert names(client.get(catalog, {"q": "cap-n"})) == ["Navy cap"]  # the start of a SKU
     assert names(client.get(catalog, {"price_min": "-5", "sort": "bogus"})) == names(client.get(catalog))
+    assert names(client.get(catalog, {"price_min": "-5", "in_stock": "on"})) == ["Air Max sneaker", "Navy cap"]
 
 
 def explain(queryset) -> list[dict]:
