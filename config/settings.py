@@ -63,6 +63,7 @@ LOCAL_APPS = [
     "shipping",
     "shop",
     "inventory",
+    "vouchers",
     "orders",
     "demo",
 ]
@@ -193,6 +194,8 @@ LOCK_CACHE_ALIAS = "locks"
 RESERVATION_TTL_SECONDS = env.int("RESERVATION_TTL_SECONDS", default=900)
 # How long after its expiry an order may still be paid as placed (at unchanged prices, if the stock allows).
 EXPIRED_ORDER_PAYABLE_SECONDS = env.int("EXPIRED_ORDER_PAYABLE_SECONDS", default=3600)
+# Whether refunding a paid order gives its voucher's use back (a customer may use the code again).
+VOUCHER_RELEASE_ON_REFUND = env.bool("VOUCHER_RELEASE_ON_REFUND", default=False)
 # Hosts' clocks may disagree, so expiry runs on the database's clock; each process re-reads it this often
 # and counts the time between on its monotonic clock (core/clock.py).
 DB_CLOCK_RESYNC_SECONDS = env.float("DB_CLOCK_RESYNC_SECONDS", default=60.0)

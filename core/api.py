@@ -24,6 +24,15 @@ class StrictIntegerField(serializers.IntegerField):
         return super().to_internal_value(data)
 
 
+class StrictCharField(serializers.CharField):
+    """A string that must be a JSON string: 123 and true are refused, not coerced."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class JSONParser(parsers.JSONParser):
     """DRF's JSON parser, with a body nested deeper than Python's recursion limit refused as malformed.
 

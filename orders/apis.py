@@ -8,15 +8,17 @@ from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import ErrorSerializer, StrictIntegerField
+from core.api import ErrorSerializer, StrictCharField, StrictIntegerField
 from core.errors import InvalidInput
 from inventory.apis import InsufficientStockErrorSerializer
+from orders.customers import buyer_of
 from orders.errors import IdempotencyKeyRequired
 from orders.selectors import order_find_by_number, order_find_for_customer, order_list_for_customer
 from orders.services import order_cancel, order_pay, order_place, order_quote, order_refund
 from orders.throttling import OrderThrottle
 from shipping.addresses import ADDRESS_FIELDS, address_clean
 from shop.models import SKU_MAX_LENGTH
+from vouchers.errors import VoucherInvalid
 
 
 def _money(**kwargs):
@@ -69,7 +71,8 @@ class OrderLineOutputSerializer(serializers.Serializer):
     unit_price = _money()
     line_total = _money()
     tax_rate = _rate()
-    tax = _money(help_text="Included in line_total if prices_include_tax, else added to it.")
+    tax = _money(help_text="On line_total less discount; included in it if prices_include_tax, else added to it.")
+    discount = _money(help_text="The line's share of the order's discount.")
 
 
 class OrderOutputSerializer(serializers.Serializer):
@@ -87,9 +90,11 @@ class OrderOutputSerializer(serializers.Serializer):
     currency = serializers.CharField(help_text="ISO 4217 code of every amount.")
     prices_include_tax = serializers.BooleanField()
     subtotal = _money(help_text="The lines' totals.")
+    voucher_code = serializers.CharField(help_text="The voucher applied; empty: none.")
+    discount = _money(help_text="What the voucher took off the subtotal (the lines' discounts).")
     shipping_price = _money()
     tax = _money(help_text="The lines' and the shipping's tax.")
-    total = _money(help_text="What is charged: subtotal + shipping_price (+ tax unless prices include it).")
+    total = _money(help_text="What is charged: subtotal - discount + shipping_price (+ tax unless prices include it).")
     lines = OrderLineOutputSerializer(many=True, source="lines.all")
 
     def to_representation(self, order):
@@ -120,6 +125,8 @@ class OrderOutputSerializer(serializers.Serializer):
             "currency": str(order.currency),
             "prices_include_tax": bool(order.prices_include_tax),
             "subtotal": money.to_representation(order.subtotal),
+            "voucher_code": str(order.voucher_code),
+            "discount": money.to_representation(order.discount),
             "shipping_price": money.to_representation(order.shipping_price),
             "tax": money.to_representation(order.tax),
             "total": money.to_representation(order.total),
@@ -132,6 +139,7 @@ class OrderOutputSerializer(serializers.Serializer):
                     "line_total": money.to_representation(line.line_total),
                     "tax_rate": rate.to_representation(line.tax_rate),
                     "tax": money.to_representation(line.tax),
+                    "discount": money.to_representation(line.discount),
                 }
                 for line in order.lines.all()
             ],
@@ -156,6 +164,10 @@ class OrderRefusedSerializer(InsufficientStockErrorSerializer):
     )
     methods = serializers.ListField(
         child=serializers.IntegerField(), required=False, help_text="shipping_method_unavailable: the ids that go"
+    )
+    voucher = serializers.CharField(required=False, help_text="voucher_invalid: the code, in capitals")
+    reason = serializers.ChoiceField(
+        choices=sorted(VoucherInvalid.REASONS), required=False, help_text="voucher_invalid: why it does not apply"
     )
 
 
@@ -208,6 +220,9 @@ class OrderCollectionApi(generics.ListAPIView):
             min_value=1,
             help_text="The id of a method the quote offers; required when any product is shipped.",
         )
+        voucher = StrictCharField(
+            required=False, allow_blank=True, max_length=40, help_text="A voucher code, in any letter case."
+        )
 
     def get_queryset(self):
         return order_list_for_customer(customer=self.request.user)
@@ -255,7 +270,9 @@ class OrderCollectionApi(generics.ListAPIView):
                 OrderRefusedSerializer,
                 description="insufficient_stock, per SKU; limit_exceeded (sku, limit, held, allowed); "
                 "sale_not_started (sku, starts_at); shipping_unavailable (country: no zone covers it); "
-                "shipping_method_unavailable (country, methods: the ids that do go)",
+                "shipping_method_unavailable (country, methods: the ids that do go); voucher_invalid (voucher, "
+                "reason: unknown, not_started, expired, used_up, limit_per_customer, minimum_not_met, "
+                "not_applicable): nothing was placed",
             ),
             422: OpenApiResponse(ErrorSerializer, description="idempotency_conflict: key reused with another body"),
             429: OpenApiResponse(
@@ -275,6 +292,7 @@ class OrderCollectionApi(generics.ListAPIView):
             shipping_address=data.get("shipping_address"),
             billing_address=data.get("billing_address"),
             shipping_method=data.get("shipping_method"),
+            voucher=data.get("voucher", ""),
         )
         prefetch_related_objects([order], "lines__variant")  # the lines and the total read them once
         return Response(OrderOutputSerializer(order).data, status=status.HTTP_201_CREATED)
@@ -288,6 +306,8 @@ class QuoteOutputSerializer(serializers.Serializer):
     currency = serializers.CharField()
     prices_include_tax = serializers.BooleanField()
     subtotal = _money()
+    voucher_code = serializers.CharField()
+    discount = _money()
     shipping_price = _money()
     tax = _money()
     total = _money()
@@ -313,7 +333,7 @@ class CheckoutQuoteApi(APIView):
             409: OpenApiResponse(
                 OrderRefusedSerializer,
                 description="sale_not_started; shipping_unavailable (country); shipping_method_unavailable "
-                "(country, methods)",
+                "(country, methods); voucher_invalid (voucher, reason)",
             ),
         },
     )
@@ -326,6 +346,8 @@ class CheckoutQuoteApi(APIView):
             shipping_country=shipping["country"] if shipping else None,
             billing_country=billing["country"] if billing else None,
             shipping_method=data.validated_data.get("shipping_method"),
+            voucher=data.validated_data.get("voucher", ""),
+            buyer=buyer_of(customer=request.user),
         )
         price = quote.price
         if price is None:
@@ -338,6 +360,8 @@ class CheckoutQuoteApi(APIView):
                     "currency": price.currency,
                     "prices_include_tax": price.prices_include_tax,
                     "subtotal": price.subtotal,
+                    "voucher_code": price.voucher_code,
+                    "discount": price.discount,
                     "shipping_price": price.shipping_price,
                     "tax": price.tax,
                     "total": price.total,
@@ -349,6 +373,7 @@ class CheckoutQuoteApi(APIView):
                             "line_total": priced.line_total,
                             "tax_rate": priced.tax_rate,
                             "tax": priced.tax,
+                            "discount": priced.discount,
                         }
                         for (variant, quantity), priced, variant_sku in zip(
                             quote.lines, price.lines, quote.skus, strict=True

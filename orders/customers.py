@@ -14,3 +14,13 @@ def email_canonical(email: str) -> str:
     if not at:
         return email
     return f"{local.partition('+')[0]}@{domain}"
+
+
+def buyer_of(*, customer=None, email: str = "") -> str | None:
+    """The buyer the limits per customer count: the account when logged in, else the guest's canonical
+    email; None when neither is known yet (a guest's quote before the email is typed)."""
+    if customer is not None:
+        return f"user:{customer.pk}"
+    if isinstance(email, str) and "@" in email:
+        return f"email:{email_canonical(email.strip().lower())}"
+    return None

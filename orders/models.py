@@ -69,6 +69,9 @@ class Order(BaseModel):
     shipping_tax = models.DecimalField(max_digits=12, decimal_places=2, default=0)
     tax = models.DecimalField(max_digits=12, decimal_places=2)
     total = models.DecimalField(max_digits=12, decimal_places=2)
+    # The voucher code applied (``vouchers``), and what it took off the subtotal (the lines' discounts).
+    voucher_code = models.CharField(max_length=40, blank=True)
+    discount = models.DecimalField(max_digits=12, decimal_places=2, default=0)
 
     class Meta(BaseModel.Meta):
         ordering = ["-created_at", "-id"]
@@ -78,12 +81,14 @@ class Order(BaseModel):
                 condition=Q(subtotal__gte=0)
                 & Q(shipping_price__gte=0)
                 & Q(shipping_tax__gte=0)
-                & Q(tax__gte=F("shipping_tax")),
+                & Q(tax__gte=F("shipping_tax"))
+                & Q(discount__gte=0)
+                & Q(discount__lte=F("subtotal")),
                 name="order_amounts_not_negative",
             ),
             models.CheckConstraint(
-                condition=Q(prices_include_tax=True, total=F("subtotal") + F("shipping_price"))
-                | Q(prices_include_tax=False, total=F("subtotal") + F("shipping_price") + F("tax")),
+                condition=Q(prices_include_tax=True, total=F("subtotal") - F("discount") + F("shipping_price"))
+                | Q(prices_include_tax=False, total=F("subtotal") - F("discount") + F("shipping_price") + F("tax")),
                 name="order_total_adds_up",
             ),
             models.UniqueConstraint(
@@ -137,6 +142,8 @@ class OrderLine(BaseModel):
     # The tax of the line, rounded once (``orders.pricing``): part of its total if prices include tax.
     tax_rate = models.DecimalField(max_digits=6, decimal_places=3, default=0)
     tax = models.DecimalField(max_digits=12, decimal_places=2, default=0)
+    # The line's share of the order's voucher discount: its tax is on the line total less this.
+    discount = models.DecimalField(max_digits=12, decimal_places=2, default=0)
 
     class Meta(BaseModel.Meta):
         ordering = ["id"]
@@ -147,6 +154,9 @@ class OrderLine(BaseModel):
                 condition=Q(line_total=F("unit_price") * F("quantity")), name="order_line_total_is_price_times_quantity"
             ),
             models.CheckConstraint(condition=Q(tax__gte=0), name="order_line_tax_not_negative"),
+            models.CheckConstraint(
+                condition=Q(discount__gte=0) & Q(discount__lte=F("line_total")), name="order_line_discount_within_total"
+            ),
         ]
 
     def __str__(self):

@@ -1,9 +1,11 @@
 """What an order costs: its lines' tax, its shipping and its totals, by one rounding rule.
 
 The rule (docs/design.md, "Totals"): each line's tax is computed from the line's total (unit price x
-quantity) at its rate, and rounded half up to the currency's places once; the shipping is taxed the
-same way as one more line. The order's tax is the sum of those rounded taxes, its subtotal the sum of
-the line totals, and its total the subtotal plus the shipping (plus the tax when prices exclude it).
+quantity) less its share of a voucher's discount (``vouchers.rules``) at its rate, and rounded half up
+to the currency's places once; the shipping is taxed the same way as one more line. The order's tax
+is the sum of those rounded taxes, its subtotal the sum of the line totals, its discount the sum of the
+lines' discounts, and its total the subtotal less the discount plus the shipping (plus the tax when
+prices exclude it).
 Each figure is stored with the order and its lines when it is placed, and never recomputed.
 
 These functions see one order and read nothing: the batch that places orders, and the quote, read the
@@ -21,6 +23,7 @@ from shipping.errors import ShippingMethodUnavailable, ShippingUnavailable
 from shipping.selectors import ShippingOffer, shipping_country_served, shipping_offers_for
 from shop.selectors import OrderableVariant
 from tax.selectors import TaxRates
+from vouchers.rules import VoucherTerms, voucher_line_discounts
 
 HUNDRED = Decimal(100)
 
@@ -30,6 +33,7 @@ class PricedLine:
     line_total: Decimal
     tax_rate: Decimal
     tax: Decimal
+    discount: Decimal = Decimal(0)
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,8 @@ class OrderPrice:
     total: Decimal
     currency: str
     prices_include_tax: bool
+    discount: Decimal = Decimal(0)
+    voucher_code: str = ""
 
     def as_order_fields(self) -> dict:
         return {
@@ -59,6 +65,8 @@ class OrderPrice:
             "shipping_tax": self.shipping_tax,
             "tax": self.tax,
             "total": self.total,
+            "discount": self.discount,
+            "voucher_code": self.voucher_code,
         }
 
 
@@ -104,12 +112,15 @@ def order_price(
     method_id: int | None,
     methods: list[ShippingOffer],
     rates: TaxRates,
+    voucher: VoucherTerms | None = None,
 ) -> OrderPrice:
     """The figures of an order of ``lines`` (product, quantity) sent to ``shipping_country`` by the method
     ``method_id``, billed in ``billing_country`` (the countries' ISO codes).
 
     Taxed where the goods go; an order that ships nothing where its buyer bills, else in the shop's
     country. Refusals are raised: a missing address or method, a country or method that does not ship.
+    A ``voucher`` (checked already: ``vouchers.rules.voucher_check``) takes its discount off the lines, or
+    the shipping's price if it gives free shipping.
     """
     currency, included = settings.SHOP_CURRENCY, settings.PRICES_INCLUDE_TAX
     ships = order_ships(variant for variant, _ in lines)
@@ -117,18 +128,21 @@ def order_price(
     if ships and country is None:
         raise InvalidInput(fields={"shipping_address": "These goods are shipped: give a shipping address."})
     tax_country = country or billing_country or settings.SHOP_COUNTRY
+    totals = [(variant.pk, variant.price * quantity) for variant, quantity in lines]
+    discounts = voucher_line_discounts(voucher, totals, currency=currency) if voucher else [Decimal(0)] * len(lines)
     priced = []
-    for variant, quantity in lines:
-        line_total = variant.price * quantity
+    for (variant, _), (_, line_total), discount in zip(lines, totals, discounts, strict=True):
         rate = rates.rate(country=tax_country, tax_class_id=variant.tax_class_id)
-        priced.append(PricedLine(line_total, rate, tax_of(line_total, rate, included=included, currency=currency)))
+        tax = tax_of(line_total - discount, rate, included=included, currency=currency)
+        priced.append(PricedLine(line_total, rate, tax, discount))
     subtotal = sum((line.line_total for line in priced), start=Decimal(0))
+    discount = sum(discounts, start=Decimal(0))
     method, shipping_price, shipping_rate, shipping_tax = None, Decimal(0), Decimal(0), Decimal(0)
     if country is not None:
         method = order_shipping_choose(
             methods, country=country, method_id=method_id, weight_grams=order_weight_grams(lines), items_amount=subtotal
         )
-        shipping_price = method.price
+        shipping_price = Decimal(0) if voucher and voucher.free_shipping else method.price
         if settings.SHIPPING_TAXED:
             shipping_rate = rates.rate(country=tax_country, tax_class_id=None)
             shipping_tax = tax_of(shipping_price, shipping_rate, included=included, currency=currency)
@@ -141,7 +155,9 @@ def order_price(
         shipping_tax=shipping_tax,
         subtotal=subtotal,
         tax=tax,
-        total=subtotal + shipping_price + (0 if included else tax),
+        total=subtotal - discount + shipping_price + (0 if included else tax),
         currency=currency,
         prices_include_tax=included,
+        discount=discount,
+        voucher_code=voucher.code if voucher else "",
     )

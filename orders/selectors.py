@@ -10,6 +10,7 @@ from django.utils import timezone
 from core.clock import db_now
 from inventory.models import Reservation
 from orders.models import Order, OrderLine, Payment
+from vouchers.models import VoucherUse
 
 FINAL_STATUSES = [
     Order.Status.PAID,
@@ -42,8 +43,11 @@ def order_list_deletable() -> QuerySet[Order]:
     return Order.objects.filter(status__in=FINAL_STATUSES)
 
 
-def _holding_stock() -> QuerySet[Reservation]:
-    return Reservation.objects.filter(state=Reservation.State.ACTIVE).values("order_line__order")
+def _holding_stock() -> Q:
+    """Orders holding stock: active reservations, or a voucher's reserved use (held with the stock)."""
+    reserving = Reservation.objects.filter(state=Reservation.State.ACTIVE).values("order_line__order")
+    using = VoucherUse.objects.filter(state=VoucherUse.State.RESERVED).values("order")
+    return Q(pk__in=reserving) | Q(pk__in=using)
 
 
 def _past_release_grace(orders: QuerySet[Order]) -> QuerySet[Order]:
@@ -59,7 +63,7 @@ def _past_release_grace(orders: QuerySet[Order]) -> QuerySet[Order]:
 
 def order_list_final_holding_stock() -> QuerySet[Order]:
     """Orders that are paid, cancelled, expired or failed but still have active reservations."""
-    return Order.all_objects.filter(status__in=FINAL_STATUSES, pk__in=_holding_stock()).order_by("pk")
+    return Order.all_objects.filter(_holding_stock(), status__in=FINAL_STATUSES).order_by("pk")
 
 
 def order_list_stuck_holding_stock() -> QuerySet[Order]:
@@ -74,7 +78,7 @@ def order_list_deleted_holding_stock() -> QuerySet[Order]:
     is filtered the same way, so a deleted order awaiting payment keeps its stock for good (a payment
     refuses it as not found). A failed payment's queued release (which does find it) gets its grace.
     """
-    return _past_release_grace(Order.all_objects.filter(is_deleted=True, pk__in=_holding_stock()).order_by("pk"))
+    return _past_release_grace(Order.all_objects.filter(_holding_stock(), is_deleted=True).order_by("pk"))
 
 
 def order_list_overdue_holding(*, skus) -> QuerySet[Order]:

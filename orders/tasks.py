@@ -26,6 +26,7 @@ from orders.services import (
     payment_list_settle,
 )
 from orders.services.emails import order_email_list_send
+from vouchers.selectors import voucher_books
 
 logger = logging.getLogger(__name__)
 
@@ -142,7 +143,10 @@ def reconcile_stock() -> int:
             len(hidden),
             ", ".join(hidden[:20]),
         )
-    return len(drifted) + len(stuck) + len(hidden)
+    vouchers = [row for row in voucher_books() if row.drifted]
+    for row in vouchers:
+        logger.error("VOUCHER DRIFT %s", row.describe())
+    return len(drifted) + len(stuck) + len(hidden) + len(vouchers)
 
 
 def _logged(name: str, sweep) -> int:

@@ -14,6 +14,7 @@ from django_countries.fields import LazyTypedChoiceField
 from core.errors import DomainError, InvalidInput
 from core.money import money_format
 from orders.checkout import CheckoutSession, connection_loss_refused
+from orders.customers import buyer_of
 from orders.errors import IdempotencyConflict, OrderLinkExpired
 from orders.selectors import (
     order_find_by_number,
@@ -30,6 +31,8 @@ from shipping.addresses import ADDRESS_FIELDS, address_clean
 from shipping.errors import ShippingMethodUnavailable
 from shop.cart import cart_clear, cart_set
 from shop.views import cart_lines
+from vouchers.errors import VoucherInvalid
+from vouchers.models import voucher_code_normal
 
 UNCONFIRMED = "We could not confirm your order; submit again, it will not be placed twice."
 
@@ -73,6 +76,9 @@ class CheckoutForm(forms.Form):
     idempotency_key = forms.CharField(widget=forms.HiddenInput, max_length=64)
     billing_same = forms.BooleanField(label="Bill to the shipping address", required=False, initial=True)
     shipping_method = forms.TypedChoiceField(coerce=int, required=False, widget=forms.RadioSelect, empty_value=None)
+    voucher = forms.CharField(label="Voucher code", required=False, max_length=40)
+    # The code the totals on the page include: an order is placed only at totals its buyer saw.
+    voucher_shown = forms.CharField(widget=forms.HiddenInput, required=False, max_length=40)
 
     def __init__(self, *args, offers=(), **kwargs):
         super().__init__(*args, **kwargs)
@@ -87,14 +93,22 @@ class CheckoutForm(forms.Form):
         value = self.data.get("shipping_method") if self.is_bound else None
         return int(value) if value and str(value).isdigit() else None
 
-    def for_page(self, *, key: str, email: str = "", method: int | None = None) -> "CheckoutForm":
+    def voucher_chosen(self) -> str:
+        """The code typed, in capitals ("" for none, or one too long to be a code)."""
+        value = self.data.get("voucher", "") if self.is_bound else ""
+        return voucher_code_normal(value) if isinstance(value, str) and len(value.strip()) <= 40 else ""
+
+    def for_page(
+        self, *, key: str, email: str = "", method: int | None = None, voucher_shown: str = ""
+    ) -> "CheckoutForm":
         """The form the next page shows: with its key, the email that key was submitted with (if kept),
-        and ``method`` ticked, the one the totals shown are for."""
+        ``method`` ticked, the one the totals shown are for, and the voucher they include."""
         if not self.is_bound:
             initial = {"idempotency_key": key, "shipping_method": method, "billing_same": True}
             return CheckoutForm(initial=initial, offers=self.offers)
         self.data = self.data.copy()  # the errors found stay
         self.data["idempotency_key"] = key
+        self.data["voucher_shown"] = voucher_shown
         if email:
             self.data["email"] = email
         if method is not None:
@@ -128,7 +142,13 @@ def checkout(request):
         shipping_form = AddressForm(data, prefix="shipping", initial=last or visitor.last_address or {})
         billing_same = data is None or bool(data.get("billing_same"))
         billing_form = None if billing_same else AddressForm(data, prefix="billing")
-    quote, quote_error = _checkout_quote(lines, shipping_form, CheckoutForm(data).method_chosen())
+    chosen = CheckoutForm(data)
+    buyer = buyer_of(
+        customer=request.user if request.user.is_authenticated else None, email=(data or {}).get("email", "")
+    )
+    quote, quote_error, voucher_error = _checkout_quote(
+        lines, shipping_form, chosen.method_chosen(), voucher=chosen.voucher_chosen(), buyer=buyer
+    )
     form = CheckoutForm(data, offers=quote.shipping_offers if quote else ())
     unavailable = quote_error is not None and quote_error.code == "shipping_unavailable"
     if unavailable and shipping_form is not None and shipping_form.is_bound:
@@ -136,6 +156,12 @@ def checkout(request):
     elif quote_error is not None:
         messages.error(request, quote_error.explain())
     placing = data is not None and data.get("action") != "update"
+    if voucher_error is not None:
+        form.add_error("voucher", voucher_error.detail)
+        placing = False
+    elif placing and chosen.voucher_chosen() != voucher_code_normal(data.get("voucher_shown", "")):
+        messages.info(request, "Your voucher is applied: check the new total, then place your order.")
+        placing = False
     shortages, unconfirmed = {}, None
     address_forms = [f for f in (shipping_form, billing_form) if f is not None]
     if (
@@ -160,12 +186,15 @@ def checkout(request):
                     shipping_address=shipping_form.cleaned_data if shipping_form else None,
                     billing_address=billing_form.cleaned_data if billing_form else None,
                     shipping_method=form.cleaned_data["shipping_method"] if ships else None,
+                    voucher=chosen.voucher_chosen(),
                 )
         except IdempotencyConflict as exc:
             # An earlier submit of this page placed an order (its outcome was unknown then) and the cart
             # has changed since: that order is this browser's; the cart as it is now is not placed.
             visitor.remember_order(key=key, number=exc.payload["number"])
             messages.error(request, exc.explain())
+        except VoucherInvalid as exc:  # taken by other buyers since the page was shown, say
+            form.add_error("voucher", exc.detail)
         except DomainError as exc:
             unconfirmed = key if exc.transient else None  # it may be placed already, or on the next submit
             messages.error(request, UNCONFIRMED if exc.transient else exc.explain())
@@ -180,7 +209,8 @@ def checkout(request):
     if not (key and visitor.issued(key) and not visitor.order_placed_by(key)):
         key = visitor.issue_key(unconfirmed=unconfirmed, email=email)
     method = quote.price.shipping_method.id if quote and quote.price and quote.price.shipping_method else None
-    form = form.for_page(key=key, email=email, method=method)
+    shown = quote.price.voucher_code if quote and quote.price else ""
+    form = form.for_page(key=key, email=email, method=method, voucher_shown=shown)
     for line in lines:
         line["short"] = line["product"].sku in shortages
         line["left"] = shortages.get(line["product"].sku)
@@ -198,17 +228,26 @@ def checkout(request):
     return render(request, "orders/checkout.html", context)
 
 
-def _checkout_quote(lines, shipping_form, method: int | None):
-    """The page's quote for the country and method on the form (the cheapest, if the one chosen does not
-    go there), and the refusal to show if there is none (a country no zone covers, say)."""
+def _checkout_quote(lines, shipping_form, method: int | None, *, voucher: str, buyer: str | None):
+    """The page's quote for the country, method and voucher on the form (the cheapest method, if the one
+    chosen does not go there), the refusal to show if there is none (a country no zone covers, say),
+    and the voucher's refusal, if any (the quote is then without it)."""
     country = shipping_form.country_chosen if shipping_form is not None else None
     items = [{"sku": line["product"].sku, "quantity": line["quantity"]} for line in lines]
-    try:
-        return order_quote(items=items, shipping_country=country, shipping_method=method), None
-    except ShippingMethodUnavailable:
-        return order_quote(items=items, shipping_country=country), None
-    except DomainError as exc:
-        return None, exc
+    voucher_error = None
+    for code in dict.fromkeys([voucher, ""]):
+        try:
+            try:
+                quote = order_quote(
+                    items=items, shipping_country=country, shipping_method=method, voucher=code, buyer=buyer
+                )
+            except ShippingMethodUnavailable:
+                quote = order_quote(items=items, shipping_country=country, voucher=code, buyer=buyer)
+            return quote, None, voucher_error
+        except VoucherInvalid as refusal:
+            voucher_error = refusal
+        except DomainError as exc:
+            return None, exc, voucher_error
 
 
 def _checkout_submitted(request, form: CheckoutForm, visitor: CheckoutSession) -> bool:

@@ -2,6 +2,7 @@
 
 import itertools
 import json
+from collections import Counter
 from decimal import Decimal
 
 import pytest
@@ -22,6 +23,7 @@ from orders.services import order_pay, payment_event_process, payment_event_rece
 from shipping.models import ShippingMethod, ShippingZone
 from shop.models import Product, ProductVariant
 from tax.models import TaxClass, TaxRate
+from vouchers.models import Voucher
 
 _sku_numbers = itertools.count(1)
 
@@ -104,6 +106,29 @@ def make_variant(db):
         return variant
 
     return make
+
+
+@pytest.fixture
+def make_voucher(db):
+    """Create a voucher: 10% off every product, no limits, unless told otherwise (``Voucher`` fields,
+    ``products`` and ``categories`` lists)."""
+
+    def make(*, code="DROP20", kind="percentage", value="10", products=(), categories=(), **fields) -> Voucher:
+        voucher = Voucher.objects.create(code=code, kind=kind, value=Decimal(value), **fields)
+        voucher.products.set(products)
+        voucher.categories.set(categories)
+        return voucher
+
+    return make
+
+
+def assert_voucher_books(voucher: Voucher) -> None:
+    """The voucher's counters equal its uses by state, and stay within its limit."""
+    voucher = Voucher.all_objects.get(pk=voucher.pk)
+    uses = Counter(voucher.uses.values_list("state", flat=True))
+    assert (voucher.uses_reserved, voucher.uses_committed) == (uses["reserved"], uses["committed"]), voucher.code
+    if voucher.usage_limit is not None:
+        assert voucher.uses_reserved + voucher.uses_committed <= voucher.usage_limit
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from orders.errors import (
 )
 from orders.models import Order
 from orders.selectors import order_charge_waiting
+from vouchers.services import voucher_use_commit, voucher_use_release
 
 Status = Order.Status
 
@@ -38,6 +39,22 @@ def order_transition(order: Order, *, from_statuses, to: str, **fields) -> bool:
     return won
 
 
+def order_stock_release(*, order: Order, reason: str) -> list[Reservation]:
+    """Give back what the order holds: its reserved units and its voucher's reserved use."""
+    released = stock_release(order=order, reason=reason)
+    if order.voucher_code:
+        voucher_use_release(order_id=order.pk)
+    return released
+
+
+def order_stock_commit(*, order: Order) -> list[Reservation]:
+    """The order is paid: its reserved units are sold and its voucher's reserved use counts for good."""
+    committed = stock_commit(order=order)
+    if order.voucher_code:
+        voucher_use_commit(order_id=order.pk)
+    return committed
+
+
 def order_reload(order: Order) -> Order:
     """The order as it is now (call under its stock section); a deleted order is gone for customers."""
     current = Order.all_objects.filter(pk=order.pk).first()
@@ -53,7 +70,7 @@ def order_expire(*, order: Order) -> bool:
         due = Order.objects.filter(pk=order.pk, status=Status.AWAITING_PAYMENT, expires_at__lte=Now())
         if not due.exclude(order_charge_waiting()).update(status=Status.EXPIRED):
             return False
-        stock_release(order=order, reason=Reservation.ReleaseReason.EXPIRED)
+        order_stock_release(order=order, reason=Reservation.ReleaseReason.EXPIRED)
     order.status = Status.EXPIRED
     return True
 
@@ -84,7 +101,7 @@ def order_cancel(*, order: Order) -> Order:
             from_statuses=[Status.AWAITING_PAYMENT, Status.EXPIRED, Status.PAYMENT_FAILED],
             to=Status.CANCELLED,
         ):
-            stock_release(order=order, reason=Reservation.ReleaseReason.CANCELLED)
+            order_stock_release(order=order, reason=Reservation.ReleaseReason.CANCELLED)
             # The provider's checkout stops taking money: a late payment would only be refunded.
             transaction.on_commit(lambda: current_app.send_task(EXPIRE_ORDER_CHECKOUTS, args=[order.pk]), robust=True)
     return order
@@ -98,7 +115,7 @@ def order_reservations_settle(*, order: Order) -> list[Reservation]:
     with stock_section(skus=order.skus):
         order = Order.all_objects.get(pk=order.pk)
         if order.status == Status.PAID:
-            return stock_commit(order=order)
+            return order_stock_commit(order=order)
         if order.status in (Status.CANCELLED, Status.EXPIRED, Status.PAYMENT_FAILED):
-            return stock_release(order=order, reason=order.status)
+            return order_stock_release(order=order, reason=order.status)
     return []

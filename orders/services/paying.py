@@ -21,7 +21,7 @@ from core.errors import DomainError
 from inventory.errors import InsufficientStock
 from inventory.models import Reservation
 from inventory.section import stock_section
-from inventory.services import stock_commit, stock_release, stock_reserve, stock_restock
+from inventory.services import stock_reserve, stock_restock
 from orders.errors import OrderExpired, OrderNotPayable, OrderNotRefundable, PaymentNotApplied, RefundFailed
 from orders.models import Order, Payment
 from orders.payments import PaymentOutcome, payment_provider, provider_for
@@ -32,10 +32,20 @@ from orders.selectors import (
     payment_list_checkouts_unpayable,
     payment_list_unsettled,
 )
-from orders.services.lifecycle import Status, order_fail_payment, order_reload, order_transition
+from orders.services.lifecycle import (
+    Status,
+    order_fail_payment,
+    order_reload,
+    order_stock_commit,
+    order_stock_release,
+    order_transition,
+)
 from orders.services.limits import order_lines_check_limits
 from orders.services.quoting import pricing_rules
 from shop.selectors import variant_map_orderable
+from vouchers.errors import VoucherInvalid
+from vouchers.selectors import voucher_terms_map
+from vouchers.services import voucher_use_release, voucher_use_reserve_again
 
 REFUND_RESTOCK = "refund_restock"  # the ledger reason of units a refund puts back on hand
 
@@ -61,7 +71,7 @@ def order_pay(*, order: Order, return_url: str) -> Payment:
             raise OrderNotPayable(number=order.number, status=order.status)
         if order.status == Status.PAYMENT_FAILED:
             # Tried again after a decline: what the release task has not yet given back goes first.
-            stock_release(order=order, reason=Reservation.ReleaseReason.PAYMENT_FAILED)
+            order_stock_release(order=order, reason=Reservation.ReleaseReason.PAYMENT_FAILED)
         if order.status in (Status.EXPIRED, Status.PAYMENT_FAILED):
             _order_reserve_again(order)
         if in_progress := payment_find_in_progress(order=order):
@@ -222,7 +232,7 @@ def _payment_apply(order: Order, payment: Payment) -> tuple[Order, bool]:
     )
     if not paid_now:
         raise OrderNotPayable(number=order.number, status=order.status)
-    stock_commit(order=order)
+    order_stock_commit(order=order)
     return order, True
 
 
@@ -260,6 +270,8 @@ def _payment_refunded(payment: Payment, *, refunded: Decimal | None) -> bool:
         if payment.refund_restock:
             for line in order.lines_with_variants():
                 _line_restock(line, actor=payment.refund_requested_by)
+        if order.voucher_code and settings.VOUCHER_RELEASE_ON_REFUND:
+            voucher_use_release(order_id=order.pk, committed=True)
     logger.info(
         "order %s refunded with payment %s%s", order, payment, ", units restocked" if payment.refund_restock else ""
     )
@@ -349,6 +361,20 @@ def _order_reserve_again(order: Order, *, paid_at=None) -> None:
         variants,
         held=lambda variant_id: held.get((order.buyer, variant_id), 0),
     )
+    if order.voucher_code:
+        lines = order.lines_with_variants()
+        try:
+            voucher_use_reserve_again(
+                order_id=order.pk,
+                buyer=order.buyer,
+                skus=order.skus,
+                lines=[(line.variant_id, line.line_total) for line in lines],
+                at=paid_at or now,
+            )
+        except VoucherInvalid as refusal:
+            raise OrderExpired(
+                f"The voucher can no longer be used ({refusal.detail}); place a new order.", number=order.number
+            ) from refusal
     expires_at = now + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
     if not order_transition(
         order, from_statuses=[Status.EXPIRED, Status.PAYMENT_FAILED], to=Status.AWAITING_PAYMENT, expires_at=expires_at
@@ -366,6 +392,11 @@ def _order_totals_hold(order: Order, lines) -> bool:
     rates, methods = pricing_rules(
         countries=countries | {settings.SHOP_COUNTRY}, ships=order.shipping_address is not None
     )
+    voucher = None
+    if order.voucher_code:
+        voucher = voucher_terms_map(codes=[order.voucher_code], skus=order.skus).get(order.voucher_code)
+        if voucher is None:  # deleted since
+            return False
     try:
         now = order_price(
             lines,
@@ -374,11 +405,12 @@ def _order_totals_hold(order: Order, lines) -> bool:
             method_id=order.shipping_method_id,
             methods=methods,
             rates=rates,
+            voucher=voucher,
         )
     except DomainError:  # the method is gone, the country no longer served, goods now shipped
         return False
-    return (now.subtotal, now.shipping_price, now.tax, now.total, now.currency) == (
-        order.subtotal, order.shipping_price, order.tax, order.total, order.currency,
+    return (now.subtotal, now.discount, now.shipping_price, now.tax, now.total, now.currency) == (
+        order.subtotal, order.discount, order.shipping_price, order.tax, order.total, order.currency,
     )  # fmt: skip
 
 

@@ -47,6 +47,11 @@ from shop.selectors import (
     variants_orderable,
 )
 from tax.selectors import tax_rates_from_rows, tax_rates_statement
+from vouchers.errors import VoucherInvalid
+from vouchers.models import Voucher, voucher_code_normal
+from vouchers.rules import VoucherTerms, voucher_check
+from vouchers.selectors import voucher_terms_map, voucher_uses_by_buyer, voucher_uses_held
+from vouchers.services import voucher_uses_reserve_statements
 
 logger = logging.getLogger(__name__)
 
@@ -59,11 +64,15 @@ OVERDUE_EXPIRY_LIMIT = 50
 PLACE_ATTEMPTS = 3
 
 
-def _fingerprint(lines, *, shipping_address=None, billing_address=None, shipping_method_id=None) -> str:
-    """The request's hash: its lines and, when given, where it ships, how, and whom it bills."""
+def _fingerprint(
+    lines, *, shipping_address=None, billing_address=None, shipping_method_id=None, voucher_code=""
+) -> str:
+    """The request's hash: its lines and, when given, where it ships, how, whom it bills and its voucher."""
     request = sorted((line.sku, line.quantity) for line in lines)
     if shipping_address or billing_address or shipping_method_id is not None:
         request = [request, shipping_address, billing_address, shipping_method_id]
+    if voucher_code:
+        request = [request, voucher_code]
     return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
 
 
@@ -133,6 +142,7 @@ class _PlaceRequest:
     shipping_address: dict[str, str] | None = None
     billing_address: dict[str, str] | None = None
     shipping_method_id: int | None = None
+    voucher_code: str = ""  # in capitals (``voucher_code_normal``); "" for none
 
 
 class _PlacedLine(msgspec.Struct, array_like=True):
@@ -145,6 +155,7 @@ class _PlacedLine(msgspec.Struct, array_like=True):
     line_total: Decimal
     tax_rate: Decimal
     tax: Decimal
+    discount: Decimal = Decimal(0)
 
 
 class _PlacedPrice(msgspec.Struct, array_like=True):
@@ -160,6 +171,8 @@ class _PlacedPrice(msgspec.Struct, array_like=True):
     shipping_tax: Decimal
     tax: Decimal
     total: Decimal
+    discount: Decimal = Decimal(0)
+    voucher_code: str = ""
 
 
 class _Placed(msgspec.Struct, array_like=True):
@@ -190,12 +203,15 @@ def order_place(
     shipping_address: dict | None = None,
     billing_address: dict | None = None,
     shipping_method: int | None = None,
+    voucher: str = "",
 ) -> Order:
     """Create an order and reserve its stock, all or nothing. A replay of the same key returns the same order.
 
     Goods that are shipped need a ``shipping_address`` and the id of a ``shipping_method`` that goes
     there (``orders.pricing``); the ``billing_address`` is the shipping address unless given. The
-    order stores copies of both and its figures as priced now.
+    order stores copies of both and its figures as priced now. A ``voucher`` code takes its discount off,
+    and one of its uses is reserved with the stock; a code that does not apply refuses the order
+    (``VoucherInvalid``, with its reason).
 
     Orders for one SKU queue with its lock and are placed in batches, one commit per batch
     (``inventory.batching``): that is what keeps a flash sale on one SKU fast. The rules of one
@@ -206,6 +222,7 @@ def order_place(
     if not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key.strip()) <= 64:
         raise InvalidInput(fields={"idempotency_key": "Give a key of 1 to 64 characters."})
     who = _buyer_of(customer=customer, email=email)
+    voucher_code = _voucher_code_check(voucher)
     shipping_address, billing_address, shipping_method = order_addresses_check(
         shipping_address, billing_address, shipping_method
     )
@@ -222,11 +239,13 @@ def order_place(
             shipping_address=shipping_address,
             billing_address=billing_address,
             shipping_method_id=shipping_method,
+            voucher_code=voucher_code,
         ),
         lines=tuple(lines),
         shipping_address=shipping_address,
         billing_address=billing_address,
         shipping_method_id=shipping_method,
+        voucher_code=voucher_code,
     )
     if customer is None:
         _guest_check_open_orders(request, guest_orders=guest_orders)
@@ -283,6 +302,7 @@ def _order_from_placed(request: "_PlaceRequest", placed: "_Placed") -> Order:
                 "line_total": line.line_total,
                 "tax_rate": line.tax_rate,
                 "tax": line.tax,
+                "discount": line.discount,
             }
             | {"created_at": placed.created_at, "updated_at": placed.created_at},
         )
@@ -290,6 +310,15 @@ def _order_from_placed(request: "_PlaceRequest", placed: "_Placed") -> Order:
         order_line.variant = from_row(ProductVariant, {"id": line.variant_id, "sku": requested.sku, "name": line.name})
         lines.append(order_line)
     return prefetched_set(order, "lines", lines)
+
+
+def _voucher_code_check(voucher) -> str:
+    """The code as compared (``voucher_code_normal``), "" for none; ``InvalidInput`` if it is no code."""
+    if voucher is None:
+        return ""
+    if not isinstance(voucher, str) or len(voucher.strip()) > Voucher._meta.get_field("code").max_length:
+        raise InvalidInput(fields={"voucher": "Give a voucher code of at most 40 characters."})
+    return voucher_code_normal(voucher)
 
 
 def _guest_check_open_orders(request: _PlaceRequest, *, guest_orders) -> None:
@@ -323,14 +352,25 @@ def _order_place_one(request: _PlaceRequest, batch: "_OrderBatch") -> _Placed:
         variants,
         held=lambda variant_id: batch.units_held(request.buyer, variant_id),
     )
+    batch.stock.take([Demand(variants[line.sku].pk, line.sku, line.quantity) for line in request.lines])
+    voucher = None
+    if request.voucher_code:  # after the stock: a refusal here gives the units taken to the next buyer
+        voucher = batch.voucher(request.voucher_code)
+        voucher_check(
+            voucher,
+            now=batch.now,
+            uses=batch.voucher_uses(voucher.pk),
+            buyer_uses=batch.voucher_uses(voucher.pk, buyer=request.buyer),
+            lines=[(variants[line.sku].pk, variants[line.sku].price * line.quantity) for line in request.lines],
+        )
     price = batch.price(
         tuple((variants[line.sku], line.quantity) for line in request.lines),
         shipping_country=_country(request.shipping_address),
         billing_country=_country(request.billing_address),
         method_id=request.shipping_method_id,
+        voucher=voucher,
     )
-    batch.stock.take([Demand(variants[line.sku].pk, line.sku, line.quantity) for line in request.lines])
-    return batch.order_add(request, variants, price)
+    return batch.order_add(request, variants, price, voucher)
 
 
 class _KeyedOrder(NamedTuple):
@@ -350,6 +390,7 @@ class _NewOrder:
     price: OrderPrice
     placed: _Placed
     index: int  # its place among the batch's staged rows
+    voucher: VoucherTerms | None = None
 
 
 class _OrderBatch(Batch):
@@ -385,12 +426,45 @@ class _OrderBatch(Batch):
         self.variants = variants_for_sale_from_rows(variants)
         limited = {variant.pk for variant in self.variants.values() if variant.max_per_customer is not None}
         self._held = order_units_held(buyers={r.buyer for r in requests}, variant_ids=limited)
+        self._vouchers_read(requests)
         self.now = db_now()
 
-    def price(self, lines: tuple, *, shipping_country, billing_country, method_id) -> OrderPrice:
+    def _vouchers_read(self, requests: list[_PlaceRequest]) -> None:
+        """The vouchers the requests name, their rows locked until the batch commits (``SELECT ... FOR
+        UPDATE``), so their uses stay as counted here, and the uses their buyers hold."""
+        codes = {r.voucher_code for r in requests if r.voucher_code}
+        skus = {line.sku for r in requests for line in r.lines}
+        self._vouchers = voucher_terms_map(codes=codes, skus=skus, lock=True) if codes else {}
+        ids = [terms.pk for terms in self._vouchers.values()]
+        self._voucher_uses = voucher_uses_held(voucher_ids=ids) if ids else {}
+        self._voucher_buyer_uses = (
+            voucher_uses_by_buyer(voucher_ids=ids, buyers={r.buyer for r in requests}) if ids else {}
+        )
+
+    def voucher(self, code: str) -> VoucherTerms:
+        """The voucher of this code, or ``VoucherInvalid`` (unknown)."""
+        if (terms := self._vouchers.get(code)) is None:
+            raise VoucherInvalid(voucher=code, reason="unknown")
+        return terms
+
+    def voucher_uses(self, voucher_id: int, *, buyer: str | None = None) -> int:
+        """Uses of a voucher held before the batch and staged in it; by ``buyer`` only, if given."""
+        before = (
+            self._voucher_uses.get(voucher_id, 0)
+            if buyer is None
+            else self._voucher_buyer_uses.get((voucher_id, buyer), 0)
+        )
+        staged = sum(
+            1
+            for new in self.staged
+            if new.voucher is not None and new.voucher.pk == voucher_id and buyer in (None, new.request.buyer)
+        )
+        return before + staged
+
+    def price(self, lines: tuple, *, shipping_country, billing_country, method_id, voucher=None) -> OrderPrice:
         """``order_price`` at the batch's rates and methods. A hot SKU's batch is many alike orders, so each
         distinct set of arguments is priced once (the function is pure, and ``OrderPrice`` immutable)."""
-        key = (lines, shipping_country, billing_country, method_id)
+        key = (lines, shipping_country, billing_country, method_id, voucher)
         if (price := self._prices.get(key)) is None:
             price = self._prices[key] = order_price(
                 list(lines),
@@ -399,6 +473,7 @@ class _OrderBatch(Batch):
                 method_id=method_id,
                 methods=self.shipping_methods,
                 rates=self.tax_rates,
+                voucher=voucher,
             )
         return price
 
@@ -435,10 +510,16 @@ class _OrderBatch(Batch):
             return _KeyedOrder(new.placed.number, new.request.fingerprint, new.placed.expires_at)
         return None
 
-    def order_add(self, request: _PlaceRequest, variants: dict[str, OrderableVariant], price: OrderPrice) -> _Placed:
-        """Stage a new order for the request; the result is filled in when the batch writes."""
+    def order_add(
+        self,
+        request: _PlaceRequest,
+        variants: dict[str, OrderableVariant],
+        price: OrderPrice,
+        voucher: VoucherTerms | None = None,
+    ) -> _Placed:
+        """Stage a new order for the request (and its voucher's use); the result is filled in when the batch writes."""
         placed = _Placed(new_order_number(), self.expires_at, price=_PlacedPrice(**price.as_order_fields()))
-        new = _NewOrder(request, variants, price, placed, index=len(self.staged))
+        new = _NewOrder(request, variants, price, placed, index=len(self.staged), voucher=voucher)
         self.stage(new)
         self._new_by_key[(request.scope, request.key_hash)] = new
         return new.placed
@@ -473,15 +554,21 @@ class _OrderBatch(Batch):
                     "line_total": priced.line_total,
                     "tax_rate": priced.tax_rate,
                     "tax": priced.tax,
+                    "discount": priced.discount,
                 }
                 for order, new, line, priced in wanted
             ],
         )
-        [line_ids] = stock_reservations_create_for_orders(
+        uses = [
+            (new.voucher.pk, order["id"], new.request.buyer, new.price.discount)
+            for order, new in zip(orders, self.staged, strict=True)
+            if new.voucher is not None
+        ]
+        line_ids, *_ = stock_reservations_create_for_orders(
             order_ids=[order["id"] for order in orders],
             lines=len(rows),
             expires_at=self.expires_at,
-            statements=[insert],
+            statements=[insert, *voucher_uses_reserve_statements(uses)],
         )
         lines = sql.order_lines_stored(rows, line_ids)
         for order, new in zip(orders, self.staged, strict=True):
@@ -490,7 +577,7 @@ class _OrderBatch(Batch):
             new.placed.lines.append(
                 _PlacedLine(
                     row["id"], row["variant_id"], row["unit_price"], new.variants[line.sku].name,
-                    priced.line_total, priced.tax_rate, priced.tax,
+                    priced.line_total, priced.tax_rate, priced.tax, priced.discount,
                 )
             )  # fmt: skip
         return True

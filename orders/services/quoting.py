@@ -23,6 +23,10 @@ from shipping.selectors import (
 )
 from shop.selectors import OrderableVariant, variant_map_orderable
 from tax.selectors import TaxRates, tax_rates_from_rows, tax_rates_statement
+from vouchers.errors import VoucherInvalid
+from vouchers.models import voucher_code_normal
+from vouchers.rules import VoucherTerms, voucher_check
+from vouchers.selectors import voucher_terms_map, voucher_uses_by_buyer, voucher_uses_held
 
 
 @dataclass(frozen=True)
@@ -71,14 +75,24 @@ def pricing_rules(*, countries: set[str], ships: bool) -> tuple[TaxRates, list[S
 
 
 def order_quote(
-    *, items, shipping_country: str | None = None, billing_country: str | None = None, shipping_method=None
+    *,
+    items,
+    shipping_country: str | None = None,
+    billing_country: str | None = None,
+    shipping_method=None,
+    voucher: str = "",
+    buyer: str | None = None,
 ) -> Quote:
     """The figures of an order of ``items`` sent to ``shipping_country`` (an ISO code); with no method
-    chosen, the cheapest that goes there. Refusals as placing raises them (unknown products, a country
-    no zone covers, a method that does not go); stock is not checked here: placing does, under the lock."""
+    chosen, the cheapest that goes there; with a ``voucher`` code, its discount (``buyer``, as placing
+    names buyers, for its limit per customer). Refusals as placing raises them (unknown products, a
+    country no zone covers, a method that does not go, a voucher that does not apply); stock is not
+    checked here: placing does, under the lock, and counts the voucher's uses again there."""
     lines = stock_lines_validate(lines=items)
-    variants = variant_map_orderable(skus=[line.sku for line in lines], now=db_now())
+    now = db_now()
+    variants = variant_map_orderable(skus=[line.sku for line in lines], now=now)
     priced_lines = [(variants[line.sku], line.quantity) for line in lines]
+    terms = _voucher_terms(voucher, variants=variants, lines=lines, now=now, buyer=buyer) if voucher else None
     ships = order_ships(variants.values())
     rates, methods = pricing_rules(countries={shipping_country, billing_country}, ships=ships)
     skus = [line.sku for line in lines]
@@ -99,5 +113,23 @@ def order_quote(
         method_id=shipping_method,
         methods=methods,
         rates=rates,
+        voucher=terms,
     )
     return Quote(skus=skus, lines=priced_lines, ships=ships, shipping_offers=offers, price=price)
+
+
+def _voucher_terms(code: str, *, variants, lines, now, buyer: str | None) -> VoucherTerms:
+    """The voucher of ``code`` if it applies to these lines now, else ``VoucherInvalid`` with the reason."""
+    code = voucher_code_normal(code)
+    terms = voucher_terms_map(codes=[code], skus=list(variants)).get(code)
+    if terms is None:
+        raise VoucherInvalid(voucher=code, reason="unknown")
+    buyer_uses = voucher_uses_by_buyer(voucher_ids=[terms.pk], buyers=[buyer]) if buyer else {}
+    voucher_check(
+        terms,
+        now=now,
+        uses=voucher_uses_held(voucher_ids=[terms.pk])[terms.pk],
+        buyer_uses=buyer_uses.get((terms.pk, buyer), 0),
+        lines=[(variants[line.sku].pk, variants[line.sku].price * line.quantity) for line in lines],
+    )
+    return terms

@@ -93,6 +93,7 @@ def test_the_order_api_answers_a_new_order_without_reading_it_back(make_variant,
             "line_total": f"{(n + 1) * (n + 1.5):.2f}",
             "tax_rate": "0.000",
             "tax": "0.00",
+            "discount": "0.00",
         }
         for n in range(skus)
     ]

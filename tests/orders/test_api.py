@@ -39,8 +39,10 @@ def test_placing_an_order_reserves_stock_and_returns_it(customer_client, mug):
             "line_total": "25.00",
             "tax_rate": "0.000",
             "tax": "0.00",
+            "discount": "0.00",
         }
     ]
+    assert body["voucher_code"] == "" and body["discount"] == "0.00"
     assert body["expires_at"] and len(body["number"]) == 10
     assert stock_of(mug).reserved == 2
 

@@ -9,17 +9,20 @@ from inventory.services import stock_rebuild_from_ledger
 from orders.models import Order
 from orders.selectors import order_list_deleted_holding_stock, order_list_stuck_holding_stock
 from orders.services import order_reservations_settle
+from vouchers.selectors import voucher_books
+from vouchers.services import voucher_rebuild_from_ledger
 
 logger = logging.getLogger("orders.reconcile")
 
 
 class Command(BaseCommand):
     help = (
-        "Check the books: stock counters against the ledger, reserved against active reservations, and "
+        "Check the books: stock counters against the ledger, reserved against active reservations, voucher "
+        "use counters against their uses, and "
         "that no paid, cancelled, expired or failed order, and no deleted order, still holds stock (a failed "
         "payment's queued release gets two sweep intervals). Exits 1 on any drift. "
         "--fix settles such orders, restores deleted ones still awaiting payment, and rebuilds drifted "
-        "counters from the ledger, under the locks."
+        "counters from the ledger (and voucher counters from their uses), under the locks."
     )
 
     def add_arguments(self, parser):
@@ -27,10 +30,14 @@ class Command(BaseCommand):
 
     def handle(self, *args, fix, **options):
         drifted, holding, hidden = self.check_books()
-        if fix and (drifted or holding or hidden):
+        vouchers = self.check_vouchers()
+        if fix and (drifted or holding or hidden or vouchers):
             self.repair(drifted, holding + hidden)
+            for row in vouchers:
+                voucher_rebuild_from_ledger(code=row.code)
             drifted, holding, hidden = self.check_books()
-        if drifted or holding or hidden:
+            vouchers = self.check_vouchers()
+        if drifted or holding or hidden or vouchers:
             raise CommandError("The books do not balance (see above).", returncode=1)
 
     def check_books(self):
@@ -62,6 +69,17 @@ class Command(BaseCommand):
         )
         self.stdout.write(self.style.ERROR(summary) if drifted or holding or hidden else self.style.SUCCESS(summary))
         return drifted, holding, hidden
+
+    def check_vouchers(self):
+        """Vouchers whose use counters disagree with their uses; each printed and logged."""
+        books = voucher_books()
+        drifted = [row for row in books if row.drifted]
+        for row in drifted:
+            self.stdout.write(self.style.ERROR(f"DRIFT {row.describe()}"))
+            logger.error("voucher drift %s", row.describe())
+        summary = f"{len(books)} voucher(s) checked, {len(drifted)} drifted."
+        self.stdout.write(self.style.ERROR(summary) if drifted else self.style.SUCCESS(summary))
+        return drifted
 
     def repair(self, drifted, orders):
         with tqdm(total=len(drifted) + len(orders), unit="fix", disable=len(drifted) + len(orders) < 20) as bar:

@@ -1,0 +1,1 @@
+"""Vouchers: discount codes whose limited uses are held like stock, reserved with an order and given back."""

@@ -1,0 +1,107 @@
+"""Moving a voucher's uses with its order: reserved when placed, committed when paid, given back.
+
+Each move is a conditional UPDATE of the order's ``VoucherUse`` (so it happens once, whoever races it)
+followed by the voucher's counters, guarded by the same condition and the table's CHECK constraints.
+Callers run these inside the transaction that moves the order's stock.
+"""
+
+import logging
+from collections import Counter
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import Count, F
+
+from core.db import insert_returning
+from vouchers.errors import VoucherInvalid
+from vouchers.models import Voucher, VoucherUse
+from vouchers.rules import voucher_check
+from vouchers.selectors import voucher_terms_map, voucher_uses_by_buyer
+
+logger = logging.getLogger(__name__)
+
+State = VoucherUse.State
+
+
+class VoucherUsesBroken(Exception):
+    """A voucher's counters disagree with its uses: the transaction rolls back, ``reconcile`` reports it."""
+
+
+def voucher_uses_reserve_statements(uses: list[tuple[int, int, str, object]]) -> list[tuple[str, list]]:
+    """The statements that reserve ``uses`` (voucher id, order id, buyer, discount): the ledger rows and one
+    counter UPDATE per voucher, for a batch to send with its other rows. The counters' CHECK constraint
+    refuses a use beyond the limit, whatever the caller read."""
+    if not uses:
+        return []
+    sql, params, _ = insert_returning(
+        VoucherUse,
+        [
+            {"voucher_id": voucher_id, "order_id": order_id, "buyer": buyer, "discount": discount}
+            for voucher_id, order_id, buyer, discount in uses
+        ],
+    )
+    table = Voucher._meta.db_table
+    statements = [(sql, params)]
+    for voucher_id, count in sorted(Counter(voucher_id for voucher_id, *_ in uses).items()):
+        statements.append(
+            (
+                f"UPDATE {table} SET uses_reserved = uses_reserved + %s, updated_at = CURRENT_TIMESTAMP(6) "
+                "WHERE id = %s",
+                [count, voucher_id],
+            )
+        )
+    return statements
+
+
+def voucher_use_commit(*, order_id: int) -> bool:
+    """The order was paid: its reserved use counts for good. False if it held none."""
+    return _voucher_use_move(order_id, State.RESERVED, State.COMMITTED)
+
+
+def voucher_use_release(*, order_id: int, committed: bool = False) -> bool:
+    """Give the order's reserved use back (``committed``: its committed one, for a refund). False if none."""
+    return _voucher_use_move(order_id, State.COMMITTED if committed else State.RESERVED, State.RELEASED)
+
+
+def _voucher_use_move(order_id: int, from_state: str, to_state: str) -> bool:
+    use = VoucherUse.objects.filter(order_id=order_id, state=from_state).select_related("voucher").first()
+    if use is None or not VoucherUse.objects.filter(pk=use.pk, state=from_state).update(state=to_state):
+        return False
+    source, target = f"uses_{from_state}", (f"uses_{to_state}" if to_state != State.RELEASED else None)
+    counters = {source: F(source) - 1} | ({target: F(target) + 1} if target else {})
+    if not Voucher.all_objects.filter(pk=use.voucher_id, **{f"{source}__gte": 1}).update(**counters):
+        raise VoucherUsesBroken(f"voucher {use.voucher.code} counts no {from_state} use for order {order_id}")
+    if to_state == State.RELEASED:
+        logger.info("voucher %s: use of order %s released", use.voucher.code, order_id)
+    return True
+
+
+def voucher_use_reserve_again(*, order_id: int, buyer: str, skus: list[str], lines, at: datetime) -> None:
+    """Reserve an expired order's released use again, for its late payment: the voucher must still apply
+    at ``at`` (when the charge was taken) with a use free; else ``VoucherInvalid``. No use: nothing."""
+    use = VoucherUse.objects.filter(order_id=order_id, state=State.RELEASED).select_related("voucher").first()
+    if use is None:
+        return
+    terms = voucher_terms_map(codes=[use.voucher.code], skus=skus, lock=True).get(use.voucher.code)
+    if terms is None:  # deleted since
+        raise VoucherInvalid(voucher=use.voucher.code, reason="unknown")
+    voucher = Voucher.all_objects.get(pk=use.voucher_id)
+    buyer_uses = voucher_uses_by_buyer(voucher_ids=[use.voucher_id], buyers=[buyer])[(use.voucher_id, buyer)]
+    voucher_check(
+        terms, now=at, uses=voucher.uses_reserved + voucher.uses_committed, buyer_uses=buyer_uses, lines=lines
+    )
+    if VoucherUse.objects.filter(pk=use.pk, state=State.RELEASED).update(state=State.RESERVED):
+        Voucher.all_objects.filter(pk=use.voucher_id).update(uses_reserved=F("uses_reserved") + 1)
+
+
+def voucher_rebuild_from_ledger(*, code: str) -> None:
+    """Set a voucher's counters to what its uses say (``reconcile --fix``), its row locked meanwhile."""
+    with transaction.atomic():
+        voucher = Voucher.all_objects.select_for_update().get(code=code)
+        counts = dict(voucher.uses.values_list("state").annotate(n=Count("id")).order_by())
+        reserved, committed = counts.get(State.RESERVED, 0), counts.get(State.COMMITTED, 0)
+        Voucher.all_objects.filter(pk=voucher.pk).update(uses_reserved=reserved, uses_committed=committed)
+    logger.warning(
+        "voucher %s: counters rebuilt from its uses (reserved %d -> %d, committed %d -> %d)",
+        code, voucher.uses_reserved, reserved, voucher.uses_committed, committed,
+    )  # fmt: skip
