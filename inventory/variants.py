@@ -226,7 +226,9 @@ def demo_catalog_seed(*, staff_password: str | None = None) -> DemoSeed:
         staff.save(update_fields=["is_staff"])
     # Enough to run the shop from the admin: catalog, stock and orders.
     staff.user_permissions.add(
-        *Permission.objects.filter(content_type__app_label__in=["shop", "inventory", "orders", "shipping", "tax"])
+        *Permission.objects.filter(
+            content_type__app_label__in=["shop", "inventory", "orders", "shipping", "tax", "vouchers"]
+        )
     )
     return DemoSeed(created, existing, DEMO_STAFF_USERNAME, password)
 

@@ -287,7 +287,9 @@ def shop_staff(staff_user):
     """Staff as ``seed_demo`` makes them: every permission of the shop's apps, not a superuser."""
 
     staff_user.user_permissions.add(
-        *Permission.objects.filter(content_type__app_label__in=["shop", "inventory", "orders", "shipping", "tax"])
+        *Permission.objects.filter(
+            content_type__app_label__in=["shop", "inventory", "orders", "shipping", "tax", "vouchers"]
+        )
     )
     return staff_user
 

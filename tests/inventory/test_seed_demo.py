@@ -10,6 +10,7 @@ from shipping.models import ShippingZone
 from shop.models import Category, Product, ProductImage, ProductVariant
 from tax.models import TaxRate
 from tests.conftest import assert_books_balance
+from vouchers.models import Voucher
 
 pytestmark = pytest.mark.django_db
 
@@ -29,12 +30,14 @@ def test_seed_demo_is_idempotent_and_prints_a_generated_password(monkeypatch):
 
     assert "15 created" in first and "Staff user: staff / password: " in first
     assert "0 created, 15 already there" in second and "password unchanged" in second
+    assert "Vouchers: 2 created" in first and "Vouchers: 0 created" in second
+    assert set(Voucher.objects.values_list("code", flat=True)) == {"DROP10", "SHIPFREE"}
     assert ShippingZone.objects.count() == 3 and TaxRate.objects.count() == 10  # not made twice
     assert {p.sku: p.stock.on_hand for p in ProductVariant.objects.select_related("stock")} == variants
     staff = get_user_model().objects.get(username="staff")
     password = first.split("password: ")[1].split()[0]
     assert staff.is_staff and staff.check_password(password)
-    assert staff.has_perm("inventory.change_stock")
+    assert staff.has_perm("inventory.change_stock") and staff.has_perm("vouchers.change_voucher")
     assert_books_balance(*ProductVariant.objects.all())
 
 

@@ -3,11 +3,13 @@ import os
 from django.core.management.base import BaseCommand
 
 from inventory.variants import demo_catalog_seed
+from vouchers.services import voucher_demo_seed
 
 
 class Command(BaseCommand):
     help = (
-        "Create a demo catalog with stock and a staff user named 'staff'. Safe to run again: existing "
+        "Create a demo catalog with stock, the vouchers DROP10 and SHIPFREE, and a staff user named 'staff'. "
+        "Safe to run again: existing "
         "products keep their stock. The staff password comes from DEMO_STAFF_PASSWORD, or is generated "
         "and printed when the user is created."
     )
@@ -17,6 +19,7 @@ class Command(BaseCommand):
         self.stdout.write(
             self.style.SUCCESS(f"Products: {seed.variants_created} created, {seed.variants_existing} already there.")
         )
+        self.stdout.write(f"Vouchers: {voucher_demo_seed()} created (DROP10: 10% off, SHIPFREE: free shipping).")
         if seed.staff_password and not os.environ.get("DEMO_STAFF_PASSWORD"):
             self.stdout.write(f"Staff user: {seed.staff_username} / password: {seed.staff_password}")
         elif seed.staff_password:
