@@ -53,6 +53,7 @@ from inventory.services import stock_reserve  # noqa: E402
 from orders.models import Order, OrderLine, new_order_number  # noqa: E402
 from orders.services import order_place  # noqa: E402
 from shop.models import Product, ProductVariant  # noqa: E402
+from vouchers.models import Voucher, VoucherUse  # noqa: E402
 
 WORKERS = (1, 4, 16, 64)
 
@@ -663,7 +664,7 @@ def _cpu_split(cell) -> str:
 
 def reset_database() -> None:
     call_command("migrate", verbosity=0)
-    empty_tables(StockMovement, Reservation, OrderLine, Order, Stock, ProductVariant, Product)
+    empty_tables(VoucherUse, Voucher, StockMovement, Reservation, OrderLine, Order, Stock, ProductVariant, Product)
 
 
 def wait_for_quiet_machine(*, busy_below: float = 0.3, timeout: float = 60.0) -> tuple[float, float]:

@@ -34,6 +34,7 @@ class VoucherTerms(NamedTuple):
     limit_per_customer: int | None
     # The variants it takes money off; None: every one.
     eligible_variant_ids: frozenset[int] | None
+    uses: int = 0  # held by orders (reserved and committed) when it was read
 
     def eligible(self, variant_id: int) -> bool:
         return self.eligible_variant_ids is None or variant_id in self.eligible_variant_ids

@@ -1,73 +1,84 @@
 """Reads of vouchers: their terms as an order sees them, and the uses that count against their limits."""
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable
+from decimal import Decimal
 from typing import NamedTuple
 
+from django.db import connection
 from django.db.models import Count, Q
 
-from shop.models import ProductVariant
+from core.db import statements_run
+from vouchers import sql
 from vouchers.models import Voucher, VoucherUse, voucher_code_normal
 from vouchers.rules import VoucherTerms
 
 HOLDING = (VoucherUse.State.RESERVED, VoucherUse.State.COMMITTED)
 
 
-def voucher_terms_map(*, codes: Iterable[str], skus: Iterable[str], lock: bool = False) -> dict[str, VoucherTerms]:
-    """The vouchers named by ``codes`` (as typed) that exist and are not deleted, by normal code, each
-    knowing which of the variants ``skus`` it takes money off. ``lock``: the voucher rows are read with
-    ``SELECT ... FOR UPDATE`` (inside a transaction), so their counters stay as read until it ends."""
-    vouchers = Voucher.objects.filter(code__in={voucher_code_normal(code) for code in codes}).order_by("pk")
-    if lock:
-        vouchers = vouchers.select_for_update()
+class VoucherReads(NamedTuple):
+    """What orders naming some vouchers need of them: their terms by code (the codes that exist and are not
+    deleted), and the uses each (voucher id, buyer) holds."""
+
+    terms: dict[str, VoucherTerms]
+    buyer_uses: Counter
+
+
+def vouchers_read_statements(
+    *, codes: Iterable[str], skus: Iterable[str], buyers: Iterable[str] = (), lock: bool = False
+) -> list[tuple[str, list]]:
+    """The statements ``vouchers_read`` runs, for a caller that sends them with others (``statements_run``):
+    the vouchers of ``codes`` (``lock``: ``SELECT ... FOR UPDATE``, inside a transaction, so their
+    counters stay as read until it ends), the products and categories they are limited to, the uses
+    ``buyers`` hold, and the product and category of each variant of ``skus``. Their rows go to
+    ``vouchers_read_from_rows``."""
+    codes = sorted({voucher_code_normal(code) for code in codes})
+    return [
+        sql.vouchers_statement(codes=codes, lock=lock),
+        sql.voucher_products_statement(codes=codes),
+        sql.voucher_categories_statement(codes=codes),
+        sql.voucher_buyer_uses_statement(codes=codes, buyers=sorted(set(buyers))),
+        sql.variant_categories_statement(skus=sorted(set(skus))),
+    ]
+
+
+def vouchers_read_from_rows(vouchers, products, categories, uses, variants) -> VoucherReads:
+    """``vouchers_read``'s answer from the rows its statements returned."""
+
+    def when(value):
+        return None if value is None else connection.ops.convert_datetimefield_value(value, None, connection)
+
+    def amount(value):
+        return None if value is None else Decimal(value)
+
+    product_ids, paths = defaultdict(set), defaultdict(list)
+    for voucher_id, product_id in products:
+        product_ids[voucher_id].add(product_id)
+    for voucher_id, path in categories:
+        paths[voucher_id].append(path)
     terms = {}
-    for voucher in vouchers:
-        terms[voucher.code] = VoucherTerms(
-            voucher.pk,
-            voucher.code,
-            voucher.kind,
-            voucher.value,
-            voucher.minimum_subtotal,
-            voucher.starts_at,
-            voucher.ends_at,
-            voucher.usage_limit,
-            voucher.limit_per_customer,
-            _eligible_variant_ids(voucher, skus=skus),
-        )
-    return terms
+    for pk, code, kind, value, minimum, starts, ends, limit, per_customer, reserved, committed in vouchers:
+        eligible = None
+        if product_ids[pk] or paths[pk]:
+            eligible = frozenset(
+                variant_id
+                for variant_id, product_id, path in variants
+                if product_id in product_ids[pk] or any((path or "").startswith(prefix) for prefix in paths[pk])
+            )
+        terms[code] = VoucherTerms(
+            pk, code, kind, amount(value), amount(minimum), when(starts), when(ends), limit, per_customer, eligible,
+            uses=reserved + committed,
+        )  # fmt: skip
+    return VoucherReads(terms, Counter({(voucher_id, buyer): n for voucher_id, buyer, n in uses}))
 
 
-def _eligible_variant_ids(voucher: Voucher, *, skus: Iterable[str]) -> frozenset[int] | None:
-    """The variants among ``skus`` whose product the voucher names or sits in one of its categories (or
-    below); None when it names neither, so every variant."""
-    product_ids = list(voucher.products.values_list("pk", flat=True))
-    paths = list(voucher.categories.values_list("path", flat=True))
-    if not product_ids and not paths:
-        return None
-    where = Q(product_id__in=product_ids)
-    for path in paths:
-        where |= Q(product__category__path__startswith=path)
-    return frozenset(ProductVariant.all_objects.filter(where, sku__in=list(skus)).values_list("pk", flat=True))
-
-
-def voucher_uses_held(*, voucher_ids: Iterable[int]) -> dict[int, int]:
-    """Uses each voucher's orders hold (reserved and committed), from its counters."""
-    return {
-        pk: reserved + committed
-        for pk, reserved, committed in Voucher.all_objects.filter(pk__in=list(voucher_ids)).values_list(
-            "pk", "uses_reserved", "uses_committed"
-        )
-    }
-
-
-def voucher_uses_by_buyer(*, voucher_ids: Iterable[int], buyers: Iterable[str]) -> Counter:
-    """Uses held (reserved and committed) by each (voucher id, buyer)."""
-    rows = (
-        VoucherUse.objects.filter(voucher_id__in=list(voucher_ids), buyer__in=list(buyers), state__in=HOLDING)
-        .values("voucher_id", "buyer")
-        .annotate(uses=Count("id"))
+def vouchers_read(
+    *, codes: Iterable[str], skus: Iterable[str], buyers: Iterable[str] = (), lock: bool = False
+) -> VoucherReads:
+    """The vouchers of ``codes`` as orders of ``skus`` by ``buyers`` see them, in one round trip."""
+    return vouchers_read_from_rows(
+        *statements_run(connection.alias, vouchers_read_statements(codes=codes, skus=skus, buyers=buyers, lock=lock))
     )
-    return Counter({(row["voucher_id"], row["buyer"]): row["uses"] for row in rows})
 
 
 class VoucherBooksRow(NamedTuple):

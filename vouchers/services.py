@@ -17,7 +17,7 @@ from core.db import insert_returning
 from vouchers.errors import VoucherInvalid
 from vouchers.models import Voucher, VoucherUse
 from vouchers.rules import voucher_check
-from vouchers.selectors import voucher_terms_map, voucher_uses_by_buyer
+from vouchers.selectors import vouchers_read
 
 logger = logging.getLogger(__name__)
 
@@ -83,14 +83,10 @@ def voucher_use_reserve_again(*, order_id: int, buyer: str, skus: list[str], lin
     use = VoucherUse.objects.filter(order_id=order_id, state=State.RELEASED).select_related("voucher").first()
     if use is None:
         return
-    terms = voucher_terms_map(codes=[use.voucher.code], skus=skus, lock=True).get(use.voucher.code)
-    if terms is None:  # deleted since
+    read = vouchers_read(codes=[use.voucher.code], skus=skus, buyers=[buyer], lock=True)
+    if (terms := read.terms.get(use.voucher.code)) is None:  # deleted since
         raise VoucherInvalid(voucher=use.voucher.code, reason="unknown")
-    voucher = Voucher.all_objects.get(pk=use.voucher_id)
-    buyer_uses = voucher_uses_by_buyer(voucher_ids=[use.voucher_id], buyers=[buyer])[(use.voucher_id, buyer)]
-    voucher_check(
-        terms, now=at, uses=voucher.uses_reserved + voucher.uses_committed, buyer_uses=buyer_uses, lines=lines
-    )
+    voucher_check(terms, now=at, uses=terms.uses, buyer_uses=read.buyer_uses[(terms.pk, buyer)], lines=lines)
     if VoucherUse.objects.filter(pk=use.pk, state=State.RELEASED).update(state=State.RESERVED):
         Voucher.all_objects.filter(pk=use.voucher_id).update(uses_reserved=F("uses_reserved") + 1)
 

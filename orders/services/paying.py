@@ -44,7 +44,7 @@ from orders.services.limits import order_lines_check_limits
 from orders.services.quoting import pricing_rules
 from shop.selectors import variant_map_orderable
 from vouchers.errors import VoucherInvalid
-from vouchers.selectors import voucher_terms_map
+from vouchers.selectors import vouchers_read
 from vouchers.services import voucher_use_release, voucher_use_reserve_again
 
 REFUND_RESTOCK = "refund_restock"  # the ledger reason of units a refund puts back on hand
@@ -394,7 +394,7 @@ def _order_totals_hold(order: Order, lines) -> bool:
     )
     voucher = None
     if order.voucher_code:
-        voucher = voucher_terms_map(codes=[order.voucher_code], skus=order.skus).get(order.voucher_code)
+        voucher = vouchers_read(codes=[order.voucher_code], skus=order.skus).terms.get(order.voucher_code)
         if voucher is None:  # deleted since
             return False
     try:

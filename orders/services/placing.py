@@ -8,6 +8,7 @@ together; ``inventory.batching`` runs the step per order around it, in queue ord
 import hashlib
 import json
 import logging
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -50,7 +51,7 @@ from tax.selectors import tax_rates_from_rows, tax_rates_statement
 from vouchers.errors import VoucherInvalid
 from vouchers.models import Voucher, voucher_code_normal
 from vouchers.rules import VoucherTerms, voucher_check
-from vouchers.selectors import voucher_terms_map, voucher_uses_by_buyer, voucher_uses_held
+from vouchers.selectors import VoucherReads, vouchers_read_from_rows, vouchers_read_statements
 from vouchers.services import voucher_uses_reserve_statements
 
 logger = logging.getLogger(__name__)
@@ -359,8 +360,8 @@ def _order_place_one(request: _PlaceRequest, batch: "_OrderBatch") -> _Placed:
         voucher_check(
             voucher,
             now=batch.now,
-            uses=batch.voucher_uses(voucher.pk),
-            buyer_uses=batch.voucher_uses(voucher.pk, buyer=request.buyer),
+            uses=batch.voucher_uses(voucher),
+            buyer_uses=batch.voucher_uses(voucher, buyer=request.buyer),
             lines=[(variants[line.sku].pk, variants[line.sku].price * line.quantity) for line in request.lines],
         )
     price = batch.price(
@@ -402,22 +403,32 @@ class _OrderBatch(Batch):
         super().__init__(requests)
         # One round trip reads the orders placed before with the requests' keys, the products of every
         # line (a replay's too: replays are rare, and a product read and not used costs nothing), the
-        # tax rates of the countries the orders may be taxed in, and the shipping methods if one ships.
+        # tax rates of the countries the orders may be taxed in, the shipping methods if one ships, and
+        # the vouchers the requests name, their rows locked until the batch commits (``SELECT ... FOR
+        # UPDATE``), so their uses stay as counted here.
         ships = any(r.shipping_address for r in requests)
-        keyed, variants, rates, *methods = statements_run(
+        codes = {r.voucher_code for r in requests if r.voucher_code}
+        skus = {line.sku for r in requests for line in r.lines}
+        keyed, variants, rates, *rest = statements_run(
             connection.alias,
             [
                 sql.order_ids_with_keys_statement(
                     scopes={r.scope for r in requests}, key_hashes={r.key_hash for r in requests}
                 ),
-                variants_for_sale_statement(skus={line.sku for r in requests for line in r.lines}),
+                variants_for_sale_statement(skus=skus),
                 tax_rates_statement(countries=_tax_countries(requests)),
                 *([shipping_methods_statement()] if ships else []),
+                *(
+                    vouchers_read_statements(codes=codes, skus=skus, buyers={r.buyer for r in requests}, lock=True)
+                    if codes
+                    else []
+                ),
             ],
         )
         self.tax_rates = tax_rates_from_rows(rates)
         self._prices: dict[tuple, OrderPrice] = {}
-        self.shipping_methods = shipping_methods_from_rows(methods[0]) if ships else []
+        self.shipping_methods = shipping_methods_from_rows(rest.pop(0)) if ships else []
+        self._vouchers = vouchers_read_from_rows(*rest) if codes else VoucherReads({}, Counter())
         self._placed_before = _orders_by_key([pk for (pk,) in keyed])
         self._new_by_key: dict[tuple[str, str], _NewOrder] = {}
         self._skus = sorted(
@@ -426,38 +437,21 @@ class _OrderBatch(Batch):
         self.variants = variants_for_sale_from_rows(variants)
         limited = {variant.pk for variant in self.variants.values() if variant.max_per_customer is not None}
         self._held = order_units_held(buyers={r.buyer for r in requests}, variant_ids=limited)
-        self._vouchers_read(requests)
         self.now = db_now()
-
-    def _vouchers_read(self, requests: list[_PlaceRequest]) -> None:
-        """The vouchers the requests name, their rows locked until the batch commits (``SELECT ... FOR
-        UPDATE``), so their uses stay as counted here, and the uses their buyers hold."""
-        codes = {r.voucher_code for r in requests if r.voucher_code}
-        skus = {line.sku for r in requests for line in r.lines}
-        self._vouchers = voucher_terms_map(codes=codes, skus=skus, lock=True) if codes else {}
-        ids = [terms.pk for terms in self._vouchers.values()]
-        self._voucher_uses = voucher_uses_held(voucher_ids=ids) if ids else {}
-        self._voucher_buyer_uses = (
-            voucher_uses_by_buyer(voucher_ids=ids, buyers={r.buyer for r in requests}) if ids else {}
-        )
 
     def voucher(self, code: str) -> VoucherTerms:
         """The voucher of this code, or ``VoucherInvalid`` (unknown)."""
-        if (terms := self._vouchers.get(code)) is None:
+        if (terms := self._vouchers.terms.get(code)) is None:
             raise VoucherInvalid(voucher=code, reason="unknown")
         return terms
 
-    def voucher_uses(self, voucher_id: int, *, buyer: str | None = None) -> int:
+    def voucher_uses(self, voucher: VoucherTerms, *, buyer: str | None = None) -> int:
         """Uses of a voucher held before the batch and staged in it; by ``buyer`` only, if given."""
-        before = (
-            self._voucher_uses.get(voucher_id, 0)
-            if buyer is None
-            else self._voucher_buyer_uses.get((voucher_id, buyer), 0)
-        )
+        before = voucher.uses if buyer is None else self._vouchers.buyer_uses[(voucher.pk, buyer)]
         staged = sum(
             1
             for new in self.staged
-            if new.voucher is not None and new.voucher.pk == voucher_id and buyer in (None, new.request.buyer)
+            if new.voucher is not None and new.voucher.pk == voucher.pk and buyer in (None, new.request.buyer)
         )
         return before + staged
 

@@ -26,7 +26,7 @@ from tax.selectors import TaxRates, tax_rates_from_rows, tax_rates_statement
 from vouchers.errors import VoucherInvalid
 from vouchers.models import voucher_code_normal
 from vouchers.rules import VoucherTerms, voucher_check
-from vouchers.selectors import voucher_terms_map, voucher_uses_by_buyer, voucher_uses_held
+from vouchers.selectors import vouchers_read
 
 
 @dataclass(frozen=True)
@@ -121,15 +121,14 @@ def order_quote(
 def _voucher_terms(code: str, *, variants, lines, now, buyer: str | None) -> VoucherTerms:
     """The voucher of ``code`` if it applies to these lines now, else ``VoucherInvalid`` with the reason."""
     code = voucher_code_normal(code)
-    terms = voucher_terms_map(codes=[code], skus=list(variants)).get(code)
-    if terms is None:
+    read = vouchers_read(codes=[code], skus=list(variants), buyers=[buyer] if buyer else [])
+    if (terms := read.terms.get(code)) is None:
         raise VoucherInvalid(voucher=code, reason="unknown")
-    buyer_uses = voucher_uses_by_buyer(voucher_ids=[terms.pk], buyers=[buyer]) if buyer else {}
     voucher_check(
         terms,
         now=now,
-        uses=voucher_uses_held(voucher_ids=[terms.pk])[terms.pk],
-        buyer_uses=buyer_uses.get((terms.pk, buyer), 0),
+        uses=terms.uses,
+        buyer_uses=read.buyer_uses[(terms.pk, buyer)],
         lines=[(variants[line.sku].pk, variants[line.sku].price * line.quantity) for line in lines],
     )
     return terms

@@ -51,6 +51,25 @@ def test_placing_an_order_costs_a_fixed_number_of_queries_and_redis_commands(mak
         assert redis_commands == ["EVALSHA", "EVALSHA"]
 
 
+def test_an_order_with_a_voucher_costs_the_same_round_trips_its_voucher_row_locked(make_variant, make_voucher):
+    make_variant(sku="SKU-0", stock=10)
+    make_voucher(code="DROP20", usage_limit=100, limit_per_customer=1)
+    order_place(email="a@example.com", items=[{"sku": "SKU-0", "quantity": 1}], idempotency_key="warm")
+
+    with CaptureQueriesContext(connection) as queries:
+        order = order_place(
+            email="b@example.com", items=[{"sku": "SKU-0", "quantity": 1}], idempotency_key="k", voucher="drop20"
+        )
+
+    # As above; the first round trip also reads the voucher (its row FOR UPDATE, so its uses stay as
+    # counted until the commit), the products and categories it is for, the buyers' uses and the
+    # variants' products; the last also inserts the use and adds it to the voucher's counter.
+    assert order.voucher_code == "DROP20" and order.discount > 0
+    assert len(queries) == 5, [q["sql"][:60] for q in queries]
+    assert queries[1]["sql"].count("; ") == 2 + 5 and "FOR UPDATE" in queries[1]["sql"]
+    assert queries[3]["sql"].count("; ") == 2 + 2
+
+
 def test_reserving_an_order_with_its_lines_at_hand_costs_three_queries_and_two_redis_round_trips(
     make_variant, redis_commands
 ):

@@ -1,0 +1,69 @@
+"""The statements a batch of orders reads its vouchers with, in plain SQL (``vouchers.selectors`` runs them).
+
+They ride in the lock holder's first round trip, which every queued buyer waits for; compiled by the
+ORM for each batch they cost more CPU than the database spends running them (as ``orders.sql`` says
+of the orders' own statements).
+"""
+
+from shop.models import Category, Product, ProductVariant
+from vouchers.models import Voucher, VoucherUse
+
+_VOUCHER = Voucher._meta.db_table
+_PRODUCTS = Voucher.products.through._meta.db_table
+_CATEGORIES = Voucher.categories.through._meta.db_table
+_USE = VoucherUse._meta.db_table
+_HOLDING = (VoucherUse.State.RESERVED.value, VoucherUse.State.COMMITTED.value)
+
+TERMS_COLUMNS = (
+    "id, code, kind, value, minimum_subtotal, starts_at, ends_at, usage_limit, limit_per_customer, "
+    "uses_reserved, uses_committed"
+)
+
+
+def _in(values) -> str:
+    return ", ".join(["%s"] * len(values))
+
+
+def vouchers_statement(*, codes: list[str], lock: bool) -> tuple[str, list]:
+    """The vouchers of ``codes`` not deleted, in id order (``lock``: their rows FOR UPDATE)."""
+    sql = f"SELECT {TERMS_COLUMNS} FROM {_VOUCHER} WHERE code IN ({_in(codes)}) AND is_deleted = 0 ORDER BY id"
+    return sql + (" FOR UPDATE" if lock else ""), list(codes)
+
+
+def voucher_products_statement(*, codes: list[str]) -> tuple[str, list]:
+    """(voucher id, product id) of the products the vouchers of ``codes`` are limited to."""
+    sql = (
+        f"SELECT vp.voucher_id, vp.product_id FROM {_PRODUCTS} vp JOIN {_VOUCHER} v ON v.id = vp.voucher_id "
+        f"WHERE v.code IN ({_in(codes)})"
+    )
+    return sql, list(codes)
+
+
+def voucher_categories_statement(*, codes: list[str]) -> tuple[str, list]:
+    """(voucher id, category path) of the categories the vouchers of ``codes`` are limited to."""
+    sql = (
+        f"SELECT vc.voucher_id, c.path FROM {_CATEGORIES} vc JOIN {_VOUCHER} v ON v.id = vc.voucher_id "
+        f"JOIN {Category._meta.db_table} c ON c.id = vc.category_id WHERE v.code IN ({_in(codes)})"
+    )
+    return sql, list(codes)
+
+
+def voucher_buyer_uses_statement(*, codes: list[str], buyers: list[str]) -> tuple[str, list]:
+    """(voucher id, buyer, uses) held, reserved or committed, by ``buyers`` of the vouchers of ``codes``."""
+    buyers = buyers or [""]
+    sql = (
+        f"SELECT u.voucher_id, u.buyer, COUNT(*) FROM {_USE} u JOIN {_VOUCHER} v ON v.id = u.voucher_id "
+        f"WHERE v.code IN ({_in(codes)}) AND u.buyer IN ({_in(buyers)}) AND u.state IN ({_in(_HOLDING)}) "
+        "AND u.is_deleted = 0 GROUP BY u.voucher_id, u.buyer"
+    )
+    return sql, [*codes, *buyers, *_HOLDING]
+
+
+def variant_categories_statement(*, skus: list[str]) -> tuple[str, list]:
+    """(variant id, product id, category path or None) of the variants of ``skus``."""
+    sql = (
+        f"SELECT pv.id, pv.product_id, c.path FROM {ProductVariant._meta.db_table} pv "
+        f"JOIN {Product._meta.db_table} p ON p.id = pv.product_id "
+        f"LEFT JOIN {Category._meta.db_table} c ON c.id = p.category_id WHERE pv.sku IN ({_in(skus)})"
+    )
+    return sql, list(skus)
