@@ -125,7 +125,16 @@ class OrderAdmin(SoftDeleteAdmin):
         (None, {"fields": ["number", "status", "customer", "email", "total_shown"]}),
         (
             "Totals as placed",
-            {"fields": ["subtotal_shown", "shipping_shown", "tax_shown", "prices_include_tax"]},
+            {
+                "fields": [
+                    "subtotal_shown",
+                    "voucher_code",
+                    "discount_shown",
+                    "shipping_shown",
+                    "tax_shown",
+                    "prices_include_tax",
+                ]
+            },
         ),
         ("Shipping", {"fields": ["shipping_method_name", "shipping_address_shown", "billing_address_shown"]}),
         ("Reservation and payment", {"fields": ["expires_at", "paid_at", "payment_reference"]}),
@@ -211,6 +220,10 @@ class OrderAdmin(SoftDeleteAdmin):
     @admin.display(description="subtotal")
     def subtotal_shown(self, order):
         return money_format(order.subtotal, order.currency)
+
+    @admin.display(description="discount")
+    def discount_shown(self, order):
+        return money_format(order.discount, order.currency)
 
     @admin.display(description="shipping")
     def shipping_shown(self, order):

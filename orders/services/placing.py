@@ -338,9 +338,10 @@ def _order_place_one(request: _PlaceRequest, batch: "_OrderBatch") -> _Placed:
 
     A key used before, or earlier in this batch (a double click), replays that order, unless the
     request differs. Every line must name a product on sale now, keep its buyer within the product's
-    limit per customer, and be covered by the stock. A new rule for an order goes here: raise its
-    ``DomainError``; the batch runner undoes what this order staged, and every order in the batch
-    still gets the answer it would get alone.
+    limit per customer, and be covered by the stock; its voucher, if it names one, must apply
+    (``vouchers.rules``), with the uses staged by the orders before it counted. A new rule for an
+    order goes here: raise its ``DomainError``; the batch runner undoes what this order staged (the
+    units it took, too), and every order in the batch still gets the answer it would get alone.
     """
     earlier = batch.order_with_key(request)
     if earlier is not None:
