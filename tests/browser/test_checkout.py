@@ -112,6 +112,7 @@ def test_clicking_place_order_again_while_it_is_placed_makes_one_order(
     )
     check_out(page)
     # Clicked by position: while the POST is pending, a locator's click waits for its answer.
+    page.get_by_test_id("place-order").scroll_into_view_if_needed()
     box = page.get_by_test_id("place-order").bounding_box()
     button = (box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     request_started.connect(count)
