@@ -142,26 +142,48 @@ def _client(design, barrier, duration, out) -> None:
     connections.close_all()
 
 
-def run_cell(design_class, workers: int, duration: float) -> RefusalCell:
-    design = design_class()
-    design.prepare()
+@dataclass
+class Timed:
+    """What W forked clients did in their timed phase: per client its answers counted, and together the
+    calls made, the phase's length and the latencies' median and 99th percentile."""
+
+    answers: list[Counter]
+    calls: int
+    elapsed: float
+    p50_ms: float
+    p99_ms: float
+
+
+def clients_timed(client, design, workers: int, duration: float) -> Timed:
+    """Fork ``workers`` processes running ``client(design, barrier, duration, out)``, each putting (start, end,
+    latencies, answers) on ``out``; start them together and gather what they timed."""
     ctx = multiprocessing.get_context("fork")
     connections.close_all()
     barrier, out = ctx.Barrier(workers), ctx.Queue()
-    procs = [ctx.Process(target=_client, args=(design, barrier, duration, out)) for _ in range(workers)]
+    procs = [ctx.Process(target=client, args=(design, barrier, duration, out)) for _ in range(workers)]
     for proc in procs:
         proc.start()
     results = [out.get(timeout=duration + 120) for _ in procs]
     for proc in procs:
         proc.join(30)
     latencies = sorted(lat for _, _, lats, _ in results for lat in lats)
-    cell = RefusalCell(design.name, workers)
-    cell.refusals = len(latencies) - sum(errors["sold (a unit was left!)"] for *_, errors in results)
-    cell.elapsed = max(end for _, end, *_ in results) - min(start for start, *_ in results)
-    cell.p50_ms = statistics.median(latencies) * 1000
-    cell.p99_ms = latencies[max(int(len(latencies) * 0.99) - 1, 0)] * 1000
-    for *_, errors in results:
+    return Timed(
+        answers=[answers for *_, answers in results],
+        calls=len(latencies),
+        elapsed=max(end for _, end, *_ in results) - min(start for start, *_ in results),
+        p50_ms=statistics.median(latencies) * 1000,
+        p99_ms=latencies[max(int(len(latencies) * 0.99) - 1, 0)] * 1000,
+    )
+
+
+def run_cell(design_class, workers: int, duration: float) -> RefusalCell:
+    design = design_class()
+    design.prepare()
+    timed = clients_timed(_client, design, workers, duration)
+    cell = RefusalCell(design.name, workers, elapsed=timed.elapsed, p50_ms=timed.p50_ms, p99_ms=timed.p99_ms)
+    for errors in timed.answers:
         cell.errors.update(errors)
+    cell.refusals = timed.calls - cell.errors["sold (a unit was left!)"]
     return cell
 
 

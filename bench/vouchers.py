@@ -12,7 +12,6 @@ the answers (orders told they got the discount) and from the rows (the voucher's
 """
 
 import argparse
-import multiprocessing
 import statistics
 import time
 import uuid
@@ -22,7 +21,7 @@ from decimal import Decimal
 
 from django.db import connections
 
-from bench import reserve  # noqa: I001 - selects the bench database and sets Django up first
+from bench import reserve, soldout  # noqa: I001 - selects the bench database and sets Django up first
 from bench.shipping import ADDRESS, bench_shipping_method
 from core.errors import DomainError
 from orders.models import Order
@@ -126,22 +125,12 @@ def _client(design, barrier, duration, out) -> None:
 def run_cell(design_class, workers: int, duration: float) -> VoucherCell:
     design = design_class()
     design.prepare()
-    ctx = multiprocessing.get_context("fork")
-    connections.close_all()
-    barrier, out = ctx.Barrier(workers), ctx.Queue()
-    procs = [ctx.Process(target=_client, args=(design, barrier, duration, out)) for _ in range(workers)]
-    for proc in procs:
-        proc.start()
-    results = [out.get(timeout=duration + 120) for _ in procs]
-    for proc in procs:
-        proc.join(30)
-    latencies = sorted(lat for _, _, lats, _ in results for lat in lats)
-    cell = VoucherCell(design.name, workers, design.usage_limit)
-    for *_, answers in results:
+    timed = soldout.clients_timed(_client, design, workers, duration)
+    cell = VoucherCell(
+        design.name, workers, design.usage_limit, elapsed=timed.elapsed, p50_ms=timed.p50_ms, p99_ms=timed.p99_ms
+    )
+    for answers in timed.answers:
         cell.answers.update(answers)
-    cell.elapsed = max(end for _, end, *_ in results) - min(start for start, *_ in results)
-    cell.p50_ms = statistics.median(latencies) * 1000
-    cell.p99_ms = latencies[max(int(len(latencies) * 0.99) - 1, 0)] * 1000
     cell.uses_counted, cell.uses_in_ledger = design.redeemed()
     if design.code:
         cell.orders_discounted = Order.objects.filter(voucher_code=design.code, discount__gt=0).count()
