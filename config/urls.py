@@ -35,6 +35,7 @@ api_patterns = [
     path("orders/<str:number>/pay/", order_apis.OrderPayApi.as_view(), name="order-pay"),
     path("orders/<str:number>/cancel/", order_apis.OrderCancelApi.as_view(), name="order-cancel"),
     path("orders/<str:number>/refund/", order_apis.OrderRefundApi.as_view(), name="order-refund"),
+    path("orders/<str:number>/ship/", order_apis.OrderShipApi.as_view(), name="order-ship"),
     path("inventory/<str:sku>/", inventory_apis.StockDetailApi.as_view(), name="stock-detail"),
     path("inventory/<str:sku>/movements/", inventory_apis.StockMovementListApi.as_view(), name="stock-movements"),
     path("auth/token/", TokenObtainApi.as_view(), name="auth-token"),

@@ -2,15 +2,18 @@
 
 import logging
 
+from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.actions import delete_selected as django_delete_selected
 from django.contrib.auth import get_permission_codename
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.http import HttpResponseRedirect
+from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
@@ -18,9 +21,9 @@ from django.utils.safestring import mark_safe
 from core.admin import ReadOnlyAdminMixin, SoftDeleteAdmin
 from core.errors import DomainError
 from core.money import money_format
-from orders.models import Order, OrderLine, Payment, PaymentEvent
+from orders.models import PAID_STATUSES, Order, OrderLine, Payment, PaymentEvent, Shipment
 from orders.selectors import order_list_deletable, order_list_overdue
-from orders.services import order_cancel, order_refund, order_release_expired
+from orders.services import Tracking, order_cancel, order_refund, order_release_expired, order_ship
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +41,21 @@ class OrdersRevived(Exception):
 
 # The tabular inline without the per-row caption: the row's columns already say what it is.
 UNCAPTIONED_TABULAR = "admin/edit_inline/tabular_uncaptioned.html"
+
+
+class ShipmentInline(ReadOnlyAdminMixin, admin.TabularInline):
+    """The order's parcels: what each sent, with which carrier and tracking, shipped by whom."""
+
+    model = Shipment
+    template = UNCAPTIONED_TABULAR
+    fields = readonly_fields = ["sent", "carrier", "tracking_number", "tracking_url", "shipped_by", "created_at"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("lines__order_line__variant")
+
+    @admin.display(description="units")
+    def sent(self, shipment):
+        return ", ".join(f"{line.quantity} x {line.order_line.variant.sku}" for line in shipment.lines.all())
 
 
 class PaymentInline(ReadOnlyAdminMixin, admin.TabularInline):
@@ -86,7 +104,14 @@ class OverdueFilter(admin.SimpleListFilter):
 class OrderLineInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = OrderLine
     template = UNCAPTIONED_TABULAR
-    fields = readonly_fields = ["variant", "quantity", "unit_price_shown", "line_total_shown", "reservation"]
+    fields = readonly_fields = [
+        "variant",
+        "quantity",
+        "quantity_shipped",
+        "unit_price_shown",
+        "line_total_shown",
+        "reservation",
+    ]
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("variant", "order").prefetch_related("reservations")
@@ -112,6 +137,38 @@ class OrderLineInline(ReadOnlyAdminMixin, admin.TabularInline):
 def _address_html(lines: list[str]) -> str:
     """An address's lines, one per row, escaped; "-" for none."""
     return format_html_join(mark_safe("<br>"), "{}", ((line,) for line in lines)) or "-"
+
+
+class ShipForm(forms.Form):
+    """A shipment: the carrier and tracking, and per line the units it sends (what is left, by default)."""
+
+    carrier = forms.CharField(max_length=100)
+    tracking_number = forms.CharField(max_length=100, required=False)
+    tracking_url = forms.URLField(max_length=500, required=False, assume_scheme="https")
+
+    def __init__(self, *args, lines, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lines = lines
+        for line in lines:
+            left = line.quantity - line.quantity_shipped
+            self.fields[f"line_{line.pk}"] = forms.IntegerField(
+                label=f"{line.variant.name} ({line.variant.sku})",
+                min_value=0,
+                max_value=left,
+                initial=left,
+                help_text=f"{line.quantity_shipped} of {line.quantity} shipped already.",
+            )
+
+    def tracking(self) -> Tracking:
+        data = self.cleaned_data
+        return Tracking(carrier=data["carrier"], number=data["tracking_number"], url=data["tracking_url"])
+
+    def quantities(self) -> dict[str, int]:
+        return {
+            line.variant.sku: self.cleaned_data[f"line_{line.pk}"]
+            for line in self.lines
+            if self.cleaned_data[f"line_{line.pk}"]
+        }
 
 
 @admin.register(Order)
@@ -140,7 +197,7 @@ class OrderAdmin(SoftDeleteAdmin):
         ("Reservation and payment", {"fields": ["expires_at", "paid_at", "payment_reference"]}),
         ("Record", {"fields": ["idempotency_key", "created_at", "updated_at", "is_deleted", "deleted_at"]}),
     ]
-    inlines = [OrderLineInline, PaymentInline]
+    inlines = [OrderLineInline, ShipmentInline, PaymentInline]
     actions = [
         "delete_selected",
         *SoftDeleteAdmin.actions,
@@ -208,6 +265,29 @@ class OrderAdmin(SoftDeleteAdmin):
             return None
 
     # Named apart from the model's fields: a list column or read-only field named like one shows the field.
+    def get_urls(self):
+        ship = path("<int:order_id>/ship/", self.admin_site.admin_view(self.ship_view), name="orders_order_ship")
+        return [ship, *super().get_urls()]
+
+    def ship_view(self, request, order_id):
+        """Ship some or all of a paid order's units, with the carrier and tracking number (``order_ship``)."""
+        if not request.user.has_perm("orders.ship_order"):
+            raise PermissionDenied
+        order = get_object_or_404(Order, pk=order_id)
+        lines = list(order.lines.select_related("variant").order_by("pk"))
+        form = ShipForm(request.POST or None, lines=lines)
+        if request.method == "POST" and form.is_valid():
+            try:
+                order_ship(order=order, tracking=form.tracking(), quantities=form.quantities(), actor=request.user)
+            except DomainError as refusal:
+                form.add_error(None, refusal.as_text())
+            else:
+                self.message_user(request, f"Order {order.number}: shipment recorded; the buyer is emailed.")
+                return redirect("admin:orders_order_change", order.pk)
+        context = {**self.admin_site.each_context(request), "opts": self.opts, "order": order, "form": form,
+                   "title": f"Ship order {order.number}"}  # fmt: skip
+        return TemplateResponse(request, "admin/orders/order/ship.html", context)
+
     @admin.display(description="customer / email", ordering="email")
     def buyer_name(self, order):
         name = order.customer.username if order.customer else order.email
@@ -315,8 +395,8 @@ class OrderAdmin(SoftDeleteAdmin):
             "action": request.POST["action"],
             "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
             "restock": restock,
-            "refundable": [order for order in orders if order.status == Status.PAID],
-            "left": [order for order in orders if order.status != Status.PAID],
+            "refundable": [order for order in orders if order.status in PAID_STATUSES],
+            "left": [order for order in orders if order.status not in PAID_STATUSES],
             "changelist_url": reverse("admin:orders_order_changelist"),
         }
         return TemplateResponse(request, "admin/orders/order/refund_confirmation.html", context)

@@ -14,7 +14,7 @@ from inventory.apis import InsufficientStockErrorSerializer
 from orders.customers import buyer_of
 from orders.errors import IdempotencyKeyRequired
 from orders.selectors import order_find_by_number, order_find_for_customer, order_list_for_customer
-from orders.services import order_cancel, order_pay, order_place, order_quote, order_refund
+from orders.services import Tracking, order_cancel, order_pay, order_place, order_quote, order_refund, order_ship
 from orders.throttling import OrderThrottle
 from shipping.addresses import ADDRESS_FIELDS, address_clean
 from shop.models import SKU_MAX_LENGTH
@@ -68,11 +68,25 @@ class OrderLineOutputSerializer(serializers.Serializer):
     sku = serializers.CharField(source="variant.sku")
     name = serializers.CharField(source="variant.name")
     quantity = serializers.IntegerField()
+    quantity_shipped = serializers.IntegerField(help_text="Units sent in shipments so far.")
     unit_price = _money()
     line_total = _money()
     tax_rate = _rate()
     tax = _money(help_text="On line_total less discount; included in it if prices_include_tax, else added to it.")
     discount = _money(help_text="The line's share of the order's discount.")
+
+
+class ShipmentLineOutputSerializer(serializers.Serializer):
+    sku = serializers.CharField(source="order_line.variant.sku")
+    quantity = serializers.IntegerField()
+
+
+class ShipmentOutputSerializer(serializers.Serializer):
+    carrier = serializers.CharField()
+    tracking_number = serializers.CharField(help_text="Empty: none given.")
+    tracking_url = serializers.CharField(help_text="Where the parcel is followed; empty: none given.")
+    shipped_at = serializers.DateTimeField(source="created_at")
+    lines = ShipmentLineOutputSerializer(many=True, source="lines.all")
 
 
 class OrderOutputSerializer(serializers.Serializer):
@@ -96,6 +110,7 @@ class OrderOutputSerializer(serializers.Serializer):
     tax = _money(help_text="The lines' and the shipping's tax.")
     total = _money(help_text="What is charged: subtotal - discount + shipping_price (+ tax unless prices include it).")
     lines = OrderLineOutputSerializer(many=True, source="lines.all")
+    shipments = ShipmentOutputSerializer(many=True, source="shipments.all", help_text="Oldest first.")
 
     def to_representation(self, order):
         """What the declared fields render, written out with their own formatting.
@@ -135,6 +150,7 @@ class OrderOutputSerializer(serializers.Serializer):
                     "sku": str(line.variant.sku),
                     "name": str(line.variant.name),
                     "quantity": int(line.quantity),
+                    "quantity_shipped": int(line.quantity_shipped),
                     "unit_price": money.to_representation(line.unit_price),
                     "line_total": money.to_representation(line.line_total),
                     "tax_rate": rate.to_representation(line.tax_rate),
@@ -142,6 +158,19 @@ class OrderOutputSerializer(serializers.Serializer):
                     "discount": money.to_representation(line.discount),
                 }
                 for line in order.lines.all()
+            ],
+            "shipments": [
+                {
+                    "carrier": str(shipment.carrier),
+                    "tracking_number": str(shipment.tracking_number),
+                    "tracking_url": str(shipment.tracking_url),
+                    "shipped_at": time.to_representation(shipment.created_at),
+                    "lines": [
+                        {"sku": str(line.order_line.variant.sku), "quantity": int(line.quantity)}
+                        for line in shipment.lines.all()
+                    ],
+                }
+                for shipment in order.shipments.all()
             ],
         }
 
@@ -298,6 +327,10 @@ class OrderCollectionApi(generics.ListAPIView):
         return Response(OrderOutputSerializer(order).data, status=status.HTTP_201_CREATED)
 
 
+class QuoteLineOutputSerializer(OrderLineOutputSerializer):
+    quantity_shipped = None  # a quote ships nothing
+
+
 class QuoteOutputSerializer(serializers.Serializer):
     shipping_methods = ShippingMethodOutputSerializer(many=True, help_text="The methods that go, cheapest first.")
     shipping_method = serializers.IntegerField(
@@ -311,7 +344,7 @@ class QuoteOutputSerializer(serializers.Serializer):
     shipping_price = _money()
     tax = _money()
     total = _money()
-    lines = OrderLineOutputSerializer(many=True)
+    lines = QuoteLineOutputSerializer(many=True)
 
 
 class CheckoutQuoteApi(APIView):
@@ -469,6 +502,84 @@ class OrderRefundApi(APIView):
         order = order_refund(order=order, restock=data.validated_data["restock"], actor=request.user)
         prefetch_related_objects([order], "lines__variant")
         return Response(OrderOutputSerializer(order).data)
+
+
+class ShipmentRefusedSerializer(ErrorSerializer):
+    class ShipmentShortLineSerializer(serializers.Serializer):
+        sku = serializers.CharField()
+        requested = serializers.IntegerField()
+        left = serializers.IntegerField(required=False)
+
+    lines = ShipmentShortLineSerializer(
+        many=True, required=False, help_text="shipment_exceeds_order: per SKU, the units asked and those left"
+    )
+
+
+class ShipPermission(BasePermission):
+    """Staff with the ``ship_order`` permission ship any customer's paid order."""
+
+    def has_permission(self, request, view):
+        return bool(request.user and request.user.is_staff and request.user.has_perm("orders.ship_order"))
+
+
+class OrderShipApi(APIView):
+    permission_classes = [ShipPermission]
+
+    class OrderShipInputSerializer(serializers.Serializer):
+        class ShipLineInputSerializer(serializers.Serializer):
+            sku = serializers.CharField(max_length=SKU_MAX_LENGTH)
+            quantity = StrictIntegerField(min_value=1, max_value=settings.MAX_LINE_QUANTITY)
+
+        carrier = StrictCharField(max_length=100)
+        tracking_number = StrictCharField(max_length=100, required=False, allow_blank=True)
+        tracking_url = serializers.URLField(max_length=500, required=False, allow_blank=True)
+        lines = ShipLineInputSerializer(
+            many=True,
+            required=False,
+            allow_empty=False,
+            max_length=settings.MAX_ORDER_LINES,
+            help_text="Omit: every unit left to ship.",
+        )
+
+    @extend_schema(
+        operation_id="orders_ship",
+        request=OrderShipInputSerializer,
+        description="Ship a paid order's lines, all that is left or some of them now (staff with ship_order). "
+        "The order turns partially_shipped, then shipped; the buyer is emailed each shipment.",
+        responses={
+            200: OrderOutputSerializer,
+            400: OpenApiResponse(ErrorSerializer, description="invalid_input (a SKU not in the order), malformed_json"),
+            401: UNAUTHENTICATED,
+            403: OpenApiResponse(ErrorSerializer, description="permission_denied: not staff with ship_order"),
+            404: NOT_FOUND,
+            409: OpenApiResponse(
+                ShipmentRefusedSerializer,
+                description="order_not_shippable (not paid, or shipped in full); shipment_exceeds_order (lines: "
+                "sku, requested, left)",
+            ),
+        },
+    )
+    def post(self, request, number: str):
+        data = self.OrderShipInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        order = order_find_by_number(number=number)
+        if order is None:
+            raise NotFound("No such order.")
+        lines = data.validated_data.get("lines")
+        quantities = None
+        if lines is not None:
+            quantities = {}
+            for line in lines:
+                if line["sku"] in quantities:
+                    raise InvalidInput(fields={line["sku"]: "Each SKU may appear only once."})
+                quantities[line["sku"]] = line["quantity"]
+        tracking = Tracking(
+            carrier=data.validated_data["carrier"],
+            number=data.validated_data.get("tracking_number", ""),
+            url=data.validated_data.get("tracking_url", ""),
+        )
+        order_ship(order=order, tracking=tracking, quantities=quantities, actor=request.user)
+        return Response(OrderOutputSerializer(order_find_by_number(number=number)).data)
 
 
 class OrderCancelApi(APIView):

@@ -111,3 +111,17 @@ class RefundFailed(DomainError):
     code = "refund_failed"
     status_code = HTTPStatus.BAD_GATEWAY
     default_detail = "The payment provider did not refund this order; nothing changed. See the log, then try again."
+
+
+class OrderNotShippable(DomainError):
+    code = "order_not_shippable"
+    status_code = HTTPStatus.CONFLICT
+    default_detail = "Only a paid order not yet shipped in full can be shipped."
+
+
+class ShipmentExceedsOrder(DomainError):
+    """``lines``: per SKU asked, the units ``requested`` and those ``left`` to ship."""
+
+    code = "shipment_exceeds_order"
+    status_code = HTTPStatus.CONFLICT
+    default_detail = "A shipment cannot send more of a line than is left to ship."

@@ -22,6 +22,8 @@ class Order(BaseModel):
     class Status(models.TextChoices):
         AWAITING_PAYMENT = "awaiting_payment", "Awaiting payment"
         PAID = "paid", "Paid"
+        PARTIALLY_SHIPPED = "partially_shipped", "Partially shipped"
+        SHIPPED = "shipped", "Shipped"
         CANCELLED = "cancelled", "Cancelled"
         EXPIRED = "expired", "Expired"
         PAYMENT_FAILED = "payment_failed", "Payment failed"
@@ -75,7 +77,7 @@ class Order(BaseModel):
 
     class Meta(BaseModel.Meta):
         ordering = ["-created_at", "-id"]
-        permissions = [("refund_order", "Can refund a paid order")]
+        permissions = [("refund_order", "Can refund a paid order"), ("ship_order", "Can ship a paid order")]
         constraints = [
             models.CheckConstraint(
                 condition=Q(subtotal__gte=0)
@@ -132,10 +134,16 @@ class Order(BaseModel):
         return list(self.lines.select_related("variant").order_by("variant_id"))
 
 
+# An order whose payment was applied: paid, and then shipped in part or in full (``orders.services.fulfilment``).
+PAID_STATUSES = (Order.Status.PAID, Order.Status.PARTIALLY_SHIPPED, Order.Status.SHIPPED)
+
+
 class OrderLine(BaseModel):
     order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="lines")
     variant = models.ForeignKey("shop.ProductVariant", on_delete=models.PROTECT, related_name="+")
     quantity = models.PositiveIntegerField()
+    # Units sent in shipments so far: never more than ordered (a CHECK, and the shipment's guarded UPDATE).
+    quantity_shipped = models.PositiveIntegerField(default=0)
     # Snapshot: a later price change must not change what the customer agreed to pay.
     unit_price = models.DecimalField(max_digits=12, decimal_places=2)
     line_total = models.DecimalField(max_digits=12, decimal_places=2)  # unit price x quantity
@@ -157,10 +165,49 @@ class OrderLine(BaseModel):
             models.CheckConstraint(
                 condition=Q(discount__gte=0) & Q(discount__lte=F("line_total")), name="order_line_discount_within_total"
             ),
+            models.CheckConstraint(
+                condition=Q(quantity_shipped__lte=F("quantity")), name="order_line_shipped_within_quantity"
+            ),
         ]
 
     def __str__(self):
         return f"{self.quantity} x {self.variant_id}"
+
+
+class Shipment(BaseModel):
+    """Units of a paid order's lines sent together, with the carrier and tracking number staff gave."""
+
+    order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="shipments")
+    carrier = models.CharField(max_length=100)
+    tracking_number = models.CharField(max_length=100, blank=True)
+    tracking_url = models.URLField(max_length=500, blank=True)
+    shipped_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # When its email went to the buyer (claimed before sending: ``orders.services.emails``).
+    emailed_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta(BaseModel.Meta):
+        ordering = ["id"]
+
+    def __str__(self):
+        return f"{self.carrier} {self.tracking_number}".strip()
+
+
+class ShipmentLine(BaseModel):
+    shipment = models.ForeignKey(Shipment, on_delete=models.PROTECT, related_name="lines")
+    order_line = models.ForeignKey(OrderLine, on_delete=models.PROTECT, related_name="shipment_lines")
+    quantity = models.PositiveIntegerField()
+
+    class Meta(BaseModel.Meta):
+        ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(quantity__gt=0), name="shipment_line_quantity_positive"),
+            models.UniqueConstraint(fields=["shipment", "order_line"], name="shipment_line_one_per_order_line"),
+        ]
+
+    def __str__(self):
+        return f"{self.quantity} x {self.order_line_id}"
 
 
 class Payment(BaseModel):

@@ -9,11 +9,14 @@ from django.utils import timezone
 
 from core.clock import db_now
 from inventory.models import Reservation
-from orders.models import Order, OrderLine, Payment
+from orders.models import PAID_STATUSES, Order, OrderLine, Payment
 from vouchers.models import VoucherUse
 
+# What the order pages and the API show of an order's shipments.
+SHIPMENTS = ["shipments__lines__order_line__variant"]
+
 FINAL_STATUSES = [
-    Order.Status.PAID,
+    *PAID_STATUSES,
     Order.Status.CANCELLED,
     Order.Status.EXPIRED,
     Order.Status.PAYMENT_FAILED,
@@ -87,8 +90,12 @@ def order_list_overdue_holding(*, skus) -> QuerySet[Order]:
 
 
 def order_list_for_customer(*, customer) -> QuerySet[Order]:
-    """A customer's own orders, newest first, with lines and products loaded."""
-    return Order.objects.filter(customer=customer).prefetch_related("lines__variant").order_by("-created_at", "-id")
+    """A customer's own orders, newest first, with lines, products and shipments loaded."""
+    return (
+        Order.objects.filter(customer=customer)
+        .prefetch_related("lines__variant", *SHIPMENTS)
+        .order_by("-created_at", "-id")
+    )
 
 
 def order_find_for_customer(*, customer, number: str) -> Order | None:
@@ -122,7 +129,7 @@ def order_units_held(*, buyers, variant_ids) -> dict[tuple[str, int], int]:
     rows = (
         OrderLine.objects.filter(
             order__buyer__in=sorted(buyers),
-            order__status__in=[Order.Status.AWAITING_PAYMENT, Order.Status.PAID],
+            order__status__in=[Order.Status.AWAITING_PAYMENT, *PAID_STATUSES],
             variant_id__in=sorted(variant_ids),
         )
         .order_by()
@@ -163,7 +170,7 @@ def payment_find_by_reference(*, reference: str, provider: str) -> Payment | Non
 
 def order_find_by_number(*, number: str) -> Order | None:
     """Any customer's order, for staff (and for an order link whose signature names it)."""
-    return Order.objects.filter(number=number).first()
+    return Order.objects.filter(number=number).prefetch_related(*SHIPMENTS).first()
 
 
 def payment_find_for_outcome(*, provider: str, outcome) -> Payment | None:
@@ -189,7 +196,7 @@ def payment_list_checkouts_unpayable(*, order_id: int | None = None) -> QuerySet
             order__status__in=[
                 Order.Status.CANCELLED,
                 Order.Status.PAYMENT_FAILED,
-                Order.Status.PAID,
+                *PAID_STATUSES,
                 Order.Status.REFUNDED,
             ]
         )

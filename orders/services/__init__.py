@@ -3,6 +3,7 @@
 Callers import from here; each module holds one part of an order's life.
 """
 
+from orders.services.fulfilment import Tracking, order_ship
 from orders.services.lifecycle import order_cancel, order_expire, order_fail_payment, order_reservations_settle
 from orders.services.paying import (
     order_pay,
@@ -22,6 +23,7 @@ from orders.services.sweeps import SweepResult, order_release_expired, order_rel
 
 __all__ = [
     "SweepResult",
+    "Tracking",
     "order_cancel",
     "order_expire",
     "order_fail_payment",
@@ -29,6 +31,7 @@ __all__ = [
     "order_place",
     "order_quote",
     "order_refund",
+    "order_ship",
     "order_release_expired",
     "order_release_failed_payments",
     "order_reservations_settle",

@@ -2,9 +2,9 @@
 
 Which email an order is due follows from what it is now (placed, paid, failed, expired, refunded, or
 paid too late and refunded), and each kind is sent at most once per order (``OrderEmail``, unique per
-order and kind). So placing an order, the hot path of a flash sale, enqueues nothing; an email waits at
-most ``ORDER_EMAIL_SWEEP_SECONDS`` after the commit; and a broker or mail server that is down delays
-emails without losing them.
+order and kind); each shipment is emailed once (``Shipment.emailed_at``). So placing an order, the hot
+path of a flash sale, enqueues nothing; an email waits at most ``ORDER_EMAIL_SWEEP_SECONDS`` after the
+commit; and a broker or mail server that is down delays emails without losing them.
 """
 
 import logging
@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from orders.errors import OrderLinkExpired
-from orders.models import Order, OrderEmail, Payment
+from orders.models import PAID_STATUSES, Order, OrderEmail, Payment, Shipment
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def order_email_list_due(*, since: timedelta, limit: int = 500) -> list[tuple[Or
     late_refunds = Payment.objects.filter(order=OuterRef("pk"), state=Payment.State.REFUNDED)
     wanted = [
         (recent.filter(status=Order.Status.AWAITING_PAYMENT), Kind.PLACED),
-        (recent.filter(status=Order.Status.PAID), Kind.PAID),
+        (recent.filter(status__in=PAID_STATUSES), Kind.PAID),
         (recent.filter(status=Order.Status.PAYMENT_FAILED), Kind.PAYMENT_FAILED),
         (recent.filter(status=Order.Status.EXPIRED), Kind.EXPIRED),
         (recent.filter(status=Order.Status.REFUNDED), Kind.REFUNDED),
@@ -114,9 +114,52 @@ def order_email_send(*, order: Order, kind: str) -> bool:
     return True
 
 
+def shipment_email_send(*, shipment: Shipment) -> bool:
+    """Email the buyer a shipment, with its lines and tracking, unless it was; True if this call sent it.
+
+    Claimed first (``emailed_at`` set only if unset), so two sweeps send it once; if sending fails the
+    claim is dropped and the next sweep tries again.
+    """
+    if not Shipment.objects.filter(pk=shipment.pk, emailed_at__isnull=True).update(emailed_at=timezone.now()):
+        return False
+    order = shipment.order
+    recipient = order.email or (order.customer.email if order.customer else "")
+    if not recipient:
+        logger.info("order %s has no email address: no email of shipment %s", order, shipment.pk)
+        return False
+    last = order.shipments.order_by("-pk").values_list("pk", flat=True).first()
+    completes = order.status == Order.Status.SHIPPED and last == shipment.pk  # nothing left after this parcel
+    context = {"order": order, "shipment": shipment, "completes": completes, "link": order_link(order)}
+    message = EmailMultiAlternatives(
+        subject=f"Order {order.number}: shipped with {shipment.carrier}",
+        body=render_to_string("orders/email/shipped.txt", context),
+        to=[recipient],
+    )
+    message.attach_alternative(render_to_string("orders/email/shipped.html", context), "text/html")
+    try:
+        message.send()
+    except Exception:
+        Shipment.objects.filter(pk=shipment.pk).update(emailed_at=None)
+        raise
+    logger.info("sent the email of shipment %s of order %s", shipment.pk, order)
+    return True
+
+
 def order_email_list_send() -> int:
     """Send every email that is due; how many were sent. One that fails waits for the next sweep."""
     sent = 0
+    since = timezone.now() - timedelta(seconds=settings.ORDER_EMAIL_WINDOW_SECONDS)
+    shipments = (
+        Shipment.objects.filter(emailed_at__isnull=True, created_at__gte=since)
+        .select_related("order__customer")
+        .prefetch_related("lines__order_line__variant")
+        .order_by("pk")[:500]
+    )
+    for shipment in shipments:
+        try:
+            sent += shipment_email_send(shipment=shipment)
+        except Exception:
+            logger.exception("the email of shipment %s could not be sent; the next sweep tries again", shipment.pk)
     for order, kind in order_email_list_due(since=timedelta(seconds=settings.ORDER_EMAIL_WINDOW_SECONDS)):
         try:
             sent += order_email_send(order=order, kind=kind)

@@ -18,7 +18,7 @@ from orders.errors import (
     OrderNotCancellable,
     OrderNotFound,
 )
-from orders.models import Order
+from orders.models import PAID_STATUSES, Order
 from orders.selectors import order_charge_waiting
 from vouchers.services import voucher_use_commit, voucher_use_release
 
@@ -94,7 +94,7 @@ def order_cancel(*, order: Order) -> Order:
     """Cancel an unpaid order and release its stock. Cancelling twice returns the same order."""
     with stock_section(skus=order.skus):
         order = order_reload(order)
-        if order.status == Status.PAID:
+        if order.status in PAID_STATUSES:
             raise OrderNotCancellable(number=order.number)
         if order_transition(
             order,
@@ -114,7 +114,7 @@ def order_reservations_settle(*, order: Order) -> list[Reservation]:
     reservations that are not leftovers."""
     with stock_section(skus=order.skus):
         order = Order.all_objects.get(pk=order.pk)
-        if order.status == Status.PAID:
+        if order.status in PAID_STATUSES:
             return order_stock_commit(order=order)
         if order.status in (Status.CANCELLED, Status.EXPIRED, Status.PAYMENT_FAILED):
             return order_stock_release(order=order, reason=order.status)

@@ -23,7 +23,7 @@ from inventory.models import Reservation
 from inventory.section import stock_section
 from inventory.services import stock_reserve, stock_restock
 from orders.errors import OrderExpired, OrderNotPayable, OrderNotRefundable, PaymentNotApplied, RefundFailed
-from orders.models import Order, Payment
+from orders.models import PAID_STATUSES, Order, Payment
 from orders.payments import PaymentOutcome, payment_provider, provider_for
 from orders.pricing import order_price
 from orders.selectors import (
@@ -63,7 +63,7 @@ def order_pay(*, order: Order, return_url: str) -> Payment:
     """
     with stock_section(skus=order.skus):
         order = order_reload(order)
-        if order.status == Status.PAID and (
+        if order.status in PAID_STATUSES and (
             paid_with := order.payments.filter(reference=order.payment_reference).first()
         ):
             return paid_with
@@ -186,7 +186,7 @@ def order_refund(*, order: Order, restock: bool, actor=None) -> Order:
         order = order_reload(order)
         if order.status == Status.REFUNDED:
             return order
-        if order.status != Status.PAID:
+        if order.status not in PAID_STATUSES:
             raise OrderNotRefundable(number=order.number, status=order.status)
         claimed = Payment.objects.filter(
             order=order,
@@ -217,7 +217,7 @@ def _payment_apply(order: Order, payment: Payment) -> tuple[Order, bool]:
     """In the order's stock section: mark it paid with ``payment`` and commit its stock. Whether the charge
     was applied (False: another payment won). Raises if the order cannot be paid (the caller refunds)."""
     order = order_reload(order)
-    if order.status == Status.PAID:
+    if order.status in PAID_STATUSES:
         return order, order.payment_reference == payment.reference
     if order.status == Status.EXPIRED:  # the sweeper won while the gateway worked
         _order_reserve_again(order, paid_at=payment.charged_at)
@@ -264,7 +264,7 @@ def _payment_refunded(payment: Payment, *, refunded: Decimal | None) -> bool:
         order = Order.all_objects.get(pk=payment.order_id)  # staff may have deleted a paid order since
         if order.payment_reference != payment.reference:
             return False  # a charge never applied: its order is not this payment's to refund
-        if not order_transition(order, from_statuses=[Status.PAID], to=Status.REFUNDED):
+        if not order_transition(order, from_statuses=PAID_STATUSES, to=Status.REFUNDED):
             return False
         payment = Payment.objects.get(pk=payment.pk)
         if payment.refund_restock:

@@ -72,6 +72,12 @@ EXPECTED = {
         "OPTIONS": STAFF_ONLY,
         "other": STAFF_REFUSED,
     },
+    # Staff with ship_order ship any customer's paid order; this one is not paid yet.
+    "api:order-ship": {
+        "POST": by_role(NOT_AUTHENTICATED, PERMISSION_DENIED, PERMISSION_DENIED, (409, "order_not_shippable")),
+        "OPTIONS": STAFF_ONLY,
+        "other": STAFF_REFUSED,
+    },
     "api:stock-detail": {
         "GET": STAFF_ONLY,
         "HEAD": STAFF_ONLY,
@@ -148,6 +154,7 @@ BODIES = {
     "api:checkout-quote": {"items": [{"sku": "MUG", "quantity": 1}]},
     "api:order-pay": {},
     "api:order-refund": {"restock": True},
+    "api:order-ship": {"carrier": "DHL", "tracking_number": "00340434161094015902"},
     "api:stock-detail": {"delta": 1, "reason": "access test"},
     "api:auth-token": {"username": "alice", "password": "pw-alice-123"},
 }

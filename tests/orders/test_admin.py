@@ -64,9 +64,10 @@ def test_the_order_pages_open_and_are_read_only(staff_admin, make_variant):
     [row] = changelist.context["cl"].result_list
     assert (row.number, row.status, str(row.total)) == (order.number, "awaiting_payment", "45.00")
     assert page.context["title"] == "View order"
-    lines, payments = page.context["inline_admin_formsets"]
+    lines, shipments, payments = page.context["inline_admin_formsets"]
     assert [form.instance.variant.sku for form in lines.formset.forms] == ["MUG", "CAP"]
-    assert payments.formset.forms == []  # not paid yet: no charge
+    assert shipments.formset.forms == payments.formset.forms == []  # not paid yet: no charge, nothing shipped
+    assert "/ship/" not in page.content.decode()  # nor can it be
     assert "2 active until" in page.content.decode()
     assert staff_admin.post(url, {"status": "paid"}).status_code == 403
     assert staff_admin.get(reverse("admin:orders_order_add")).status_code == 403

@@ -7,7 +7,7 @@ from django.utils import timezone
 from inventory.models import StockMovement
 from orders.models import Order, Payment
 from orders.payments.local import local_event
-from orders.services import order_release_failed_payments
+from orders.services import Tracking, order_release_failed_payments, order_ship
 from tests.conftest import ADDRESS_DE, assert_books_balance, client_for, pay, stock_of, webhook_deliver
 from tests.race import holding
 
@@ -35,6 +35,7 @@ def test_placing_an_order_reserves_stock_and_returns_it(customer_client, mug):
             "sku": "MUG",
             "name": mug.name,
             "quantity": 2,
+            "quantity_shipped": 0,
             "unit_price": "12.50",
             "line_total": "25.00",
             "tax_rate": "0.000",
@@ -294,7 +295,11 @@ def test_the_order_output_written_out_renders_what_drf_renders_from_the_declared
         },
     ).json()["number"]
 
+    order_ship(order=paid, tracking=Tracking(carrier="DHL", number="0034", url="https://dhl.example/0034"),
+               quantities={"MUG": 2})  # fmt: skip
+    paid = Order.objects.get(pk=paid.pk)
     for order in (unpaid, paid, Order.objects.get(number=shipped), Order.objects.get(number=billed)):
         serializer = OrderOutputSerializer(order)
         assert serializer.to_representation(order) == serializers.Serializer.to_representation(serializer, order)
     assert OrderOutputSerializer(paid).data["paid_at"] is not None
+    assert OrderOutputSerializer(paid).data["shipments"][0]["lines"] == [{"sku": "MUG", "quantity": 2}]

@@ -1,0 +1,105 @@
+"""Shipping a paid order: some of its lines now and the rest later, each shipment with its tracking.
+
+Shipping moves no stock (paying committed it) and so takes no SKU lock. What it guards is the lines:
+a shipment never sends more of a line than is left, also when two staff ship the same order at once.
+The order's row is locked (``SELECT ... FOR UPDATE``) for the transaction, so shipments of one order
+go one after the other, and each line's count moves by a conditional UPDATE under a CHECK constraint,
+so a lost row lock still cannot ship a unit twice.
+"""
+
+import logging
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import F
+
+from core.errors import InvalidInput
+from orders.errors import OrderNotShippable, ShipmentExceedsOrder
+from orders.models import Order, OrderLine, Shipment, ShipmentLine
+from orders.services.lifecycle import order_transition
+
+logger = logging.getLogger(__name__)
+
+Status = Order.Status
+SHIPPABLE = (Status.PAID, Status.PARTIALLY_SHIPPED)
+
+
+@dataclass(frozen=True)
+class Tracking:
+    carrier: str
+    number: str = ""
+    url: str = ""
+
+
+def order_ship(*, order: Order, tracking: Tracking, quantities: dict[str, int] | None = None, actor=None) -> Shipment:
+    """Ship ``quantities`` (units by SKU; None: everything left) of a paid order with ``tracking``.
+
+    The order turns ``partially_shipped``, or ``shipped`` once every unit has gone. Refused, changing
+    nothing: an order not paid or shipped in full already (``OrderNotShippable``), a SKU not in the
+    order, a quantity that is not a whole number of at least 1 (``InvalidInput``), more than is left
+    of a line (``ShipmentExceedsOrder``).
+    """
+    if not isinstance(tracking.carrier, str) or not tracking.carrier.strip():
+        raise InvalidInput(fields={"carrier": "Name the carrier."})
+    with transaction.atomic():
+        order = Order.all_objects.select_for_update().get(pk=order.pk)
+        if order.is_deleted or order.status not in SHIPPABLE:
+            raise OrderNotShippable(number=order.number, status=order.status)
+        lines = {line.variant.sku: line for line in order.lines.select_related("variant").order_by("pk")}
+        wanted = _quantities_checked(lines, quantities)
+        for sku, quantity in wanted.items():
+            # Guarded: the CHECK (shipped <= quantity) stands behind it.
+            if not OrderLine.objects.filter(pk=lines[sku].pk, quantity_shipped__lte=F("quantity") - quantity).update(
+                quantity_shipped=F("quantity_shipped") + quantity
+            ):
+                raise ShipmentExceedsOrder(number=order.number, lines=[{"sku": sku, "requested": quantity}])
+        shipment = Shipment.objects.create(
+            order=order,
+            carrier=tracking.carrier.strip(),
+            tracking_number=tracking.number.strip(),
+            tracking_url=tracking.url.strip(),
+            shipped_by=actor,
+        )
+        ShipmentLine.objects.bulk_create(
+            [
+                ShipmentLine(shipment=shipment, order_line=lines[sku], quantity=quantity)
+                for sku, quantity in wanted.items()
+            ]
+        )
+        left = sum(line.quantity - line.quantity_shipped for line in order.lines.all())
+        status = Status.SHIPPED if left == 0 else Status.PARTIALLY_SHIPPED
+        if order.status != status:
+            order_transition(order, from_statuses=SHIPPABLE, to=status)
+    logger.info(
+        "order %s: shipment %s of %s by %s (%s); %s",
+        order, shipment.pk, wanted, shipment.carrier, shipment.tracking_number or "no tracking", order.status,
+    )  # fmt: skip
+    return shipment
+
+
+def _quantities_checked(lines: dict[str, OrderLine], quantities: dict[str, int] | None) -> dict[str, int]:
+    """The units to ship by SKU, in line order: those asked, checked against the lines, or all that is left."""
+    left = {sku: line.quantity - line.quantity_shipped for sku, line in lines.items()}
+    if quantities is None:
+        wanted = {sku: units for sku, units in left.items() if units > 0}
+        if not wanted:
+            raise ShipmentExceedsOrder(lines=[])
+        return wanted
+    errors = {}
+    for sku, quantity in quantities.items():
+        if sku not in lines:
+            errors[sku] = "Not a line of this order."
+        elif isinstance(quantity, bool) or not isinstance(quantity, int) or quantity < 1:
+            errors[sku] = "Give a whole number of units, at least 1."
+    if not quantities:
+        errors[""] = "Ship at least one unit."
+    if errors:
+        raise InvalidInput(fields=errors)
+    over = [
+        {"sku": sku, "requested": quantity, "left": left[sku]}
+        for sku, quantity in quantities.items()
+        if quantity > left[sku]
+    ]
+    if over:
+        raise ShipmentExceedsOrder(lines=over)
+    return {sku: quantities[sku] for sku in lines if sku in quantities}
