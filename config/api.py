@@ -4,12 +4,9 @@ Every refusal is ``{"code": ..., "detail": ..., "fields": {...}}`` plus the erro
 ``insufficient_stock``, ``shortages``). A domain error carries its own HTTP status (``status_code``).
 """
 
-import hashlib
 import logging
 import re
-import unicodedata
 
-from django.contrib.auth import get_user_model
 from rest_framework import exceptions, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
@@ -17,7 +14,6 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from core.db import connection_lost
 from core.errors import DatabaseUnavailable, DomainError
-from core.throttling import CountingThrottle
 
 RETRY_AFTER_SECONDS = 1
 
@@ -91,35 +87,3 @@ class Pagination(PageNumberPagination):
             if parameter["name"] == self.page_size_query_param:
                 parameter["schema"]["maximum"] = self.max_page_size
         return parameters
-
-
-def _login_name_ident(username: str) -> str:
-    """The name a login attempt counts against, resolved as authentication resolves it.
-
-    Django's login form strips and NFKC-normalises the name, DRF's strips it, and MySQL's collation folds
-    case and width when it looks the account up: "stan ", "stan\u3000" and a full-width "stan" all log in
-    as stan. So the attempt counts against the account that name finds, or, if none, the normalised name
-    (hashed: any length or character; casefolded as the collation compares).
-    """
-    name = unicodedata.normalize("NFKC", username.strip())
-    user_model = get_user_model()
-    try:
-        return f"account:{user_model._default_manager.get_by_natural_key(name).pk}"
-    except user_model.DoesNotExist:
-        return "user:" + hashlib.sha256(name.casefold().encode()).hexdigest()
-
-
-class LoginThrottle(CountingThrottle):
-    """Failed logins per client IP and per username: the token API, the login page and the admin share them.
-
-    Each attempt is counted up front, and a successful login gives its count back, so only failures add up.
-    """
-
-    scope = "login"
-    rate_setting = "LOGIN_THROTTLE_RATE"
-
-    def __init__(self, request, *, username: str):
-        idents = [f"ip:{self.get_ident(request)}"]
-        if username:
-            idents.append(_login_name_ident(username))
-        super().__init__(idents)

@@ -13,8 +13,8 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.api import LoginThrottle
 from core.api import ErrorSerializer, JSONParser
+from core.throttling import LoginThrottle
 from core.tokens import TokenAuthentication
 
 
@@ -80,15 +80,17 @@ class TokenRevokeApi(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-def login_throttled(view):
-    """Wrap a login form view (Django's LoginView, the admin's login): too many failed POSTs get a 429 page."""
+def login_throttled(view, *, field: str = "username"):
+    """Wrap a login form view (Django's LoginView, the admin's login), or another form that guesses at
+    accounts (sign-up, a new verification link, a password reset; ``field`` names whom it is about): too
+    many POSTs that do not log in get a 429 page."""
 
     @wraps(view)
     @sensitive_post_parameters("password")  # error reports about this wrapper must not show it either
     def wrapped(request, *args, **kwargs):
         if request.method != "POST":
             return view(request, *args, **kwargs)
-        throttle = LoginThrottle(request, username=request.POST.get("username", ""))
+        throttle = LoginThrottle(request, username=request.POST.get(field, ""))
         if not throttle.attempt():
             response = render(
                 request, "registration/login_throttled.html", {"retry_after": throttle.wait()}, status=429

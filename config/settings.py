@@ -65,6 +65,7 @@ LOCAL_APPS = [
     "inventory",
     "vouchers",
     "orders",
+    "accounts",
     "demo",
 ]
 INSTALLED_APPS = DJANGO_APPS + THIRD_PARTY_APPS + LOCAL_APPS
@@ -318,7 +319,7 @@ REST_KNOX = {
 # Orders one customer may place per minute through the API (DRF rate syntax).
 ORDER_THROTTLE_RATE = env("ORDER_THROTTLE_RATE", default="30/minute")
 # Failed logins allowed per client IP and, separately, per username (token API, login page and admin
-# together; config.api.LoginThrottle), so a password is guessed neither from one address nor from many.
+# together; core.throttling.LoginThrottle), so a password is guessed neither from one address nor from many.
 LOGIN_THROTTLE_RATE = env("LOGIN_THROTTLE_RATE", default="10/minute")
 
 SPECTACULAR_SETTINGS = {
@@ -386,8 +387,15 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Log in by username or email (``accounts.backends``).
+AUTHENTICATION_BACKENDS = ["accounts.backends.EmailOrUsernameBackend"]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "catalog"
+# How long the link a sign-up is emailed stays good, and a password reset link (Django's setting).
+ACCOUNT_VERIFY_MAX_AGE_SECONDS = env.int("ACCOUNT_VERIFY_MAX_AGE_SECONDS", default=3 * 24 * 3600)
+PASSWORD_RESET_TIMEOUT = env.int("PASSWORD_RESET_TIMEOUT", default=24 * 3600)
+if min(ACCOUNT_VERIFY_MAX_AGE_SECONDS, PASSWORD_RESET_TIMEOUT) <= 0:
+    raise environ.ImproperlyConfigured("ACCOUNT_VERIFY_MAX_AGE_SECONDS and PASSWORD_RESET_TIMEOUT must be positive")
 LOGOUT_REDIRECT_URL = "catalog"
 
 LANGUAGE_CODE = "en-us"

@@ -1,10 +1,13 @@
 from django.conf import settings
 from django.contrib import admin
-from django.contrib.auth.views import LoginView, LogoutView
+from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 from django.views.static import serve
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from accounts import apis as account_apis
+from accounts import views as account_views
+from accounts.forms import LoginForm, ResetForm
 from config import error_views
 from config.auth_api import TokenObtainApi, TokenRevokeApi, login_throttled
 from config.error_views import API_PREFIX
@@ -36,8 +39,23 @@ api_patterns = [
     path("orders/<str:number>/cancel/", order_apis.OrderCancelApi.as_view(), name="order-cancel"),
     path("orders/<str:number>/refund/", order_apis.OrderRefundApi.as_view(), name="order-refund"),
     path("orders/<str:number>/ship/", order_apis.OrderShipApi.as_view(), name="order-ship"),
+    path("orders/<str:number>/returns/", order_apis.OrderReturnApi.as_view(), name="order-returns"),
+    path("returns/<int:pk>/accept/", order_apis.ReturnAcceptApi.as_view(), name="return-accept"),
+    path("returns/<int:pk>/refuse/", order_apis.ReturnRefuseApi.as_view(), name="return-refuse"),
     path("inventory/<str:sku>/", inventory_apis.StockDetailApi.as_view(), name="stock-detail"),
     path("inventory/<str:sku>/movements/", inventory_apis.StockMovementListApi.as_view(), name="stock-movements"),
+    path("accounts/signup/", account_apis.SignupApi.as_view(), name="account-signup"),
+    path("accounts/verify/", account_apis.VerifyApi.as_view(), name="account-verify"),
+    path("accounts/verify/resend/", account_apis.VerifyResendApi.as_view(), name="account-verify-resend"),
+    path("accounts/password-reset/", account_apis.PasswordResetApi.as_view(), name="account-password-reset"),
+    path(
+        "accounts/password-reset/confirm/",
+        account_apis.PasswordResetConfirmApi.as_view(),
+        name="account-password-reset-confirm",
+    ),
+    path("accounts/me/", account_apis.MeApi.as_view(), name="account-me"),
+    path("accounts/addresses/", account_apis.AddressListApi.as_view(), name="account-addresses"),
+    path("accounts/addresses/<int:address_id>/", account_apis.AddressDetailApi.as_view(), name="account-address"),
     path("auth/token/", TokenObtainApi.as_view(), name="auth-token"),
     path("auth/token/revoke/", TokenRevokeApi.as_view(), name="auth-token-revoke"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
@@ -57,13 +75,40 @@ urlpatterns = [
     path("orders/<str:number>/pay/", order_views.order_pay_view, name="order-pay"),
     path("orders/<str:number>/cancel/", order_views.order_cancel_view, name="order-cancel"),
     path("orders/<str:number>/to-cart/", order_views.order_to_cart_view, name="order-to-cart"),
+    path("orders/<str:number>/return/", order_views.order_return_view, name="order-return"),
     path("payments/<str:provider>/webhook/", payment_webhooks.provider_webhook, name="payment-webhook"),
     path("payments/local/<str:reference>/", payment_webhooks.local_checkout, name="local-checkout"),
-    # Login and logout only: the shop sends no email, so Django's password-reset pages (which would
-    # mail through an unconfigured server, unthrottled) are not routed. The admin's login is
-    # routed ahead of admin.site.urls so that it does not escape the throttle either.
-    path("accounts/login/", login_throttled(LoginView.as_view()), name="login"),
-    path("accounts/logout/", LogoutView.as_view(), name="logout"),
+    # Every form that guesses at accounts (logging in, signing up, new links, password resets) is behind
+    # the login throttle; the admin's login is routed ahead of admin.site.urls so that it does not escape it.
+    path(
+        "accounts/login/",
+        login_throttled(auth_views.LoginView.as_view(authentication_form=LoginForm)),
+        name="login",
+    ),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/signup/", login_throttled(account_views.signup, field="email"), name="signup"),
+    path(
+        "accounts/verify/resend/",
+        login_throttled(account_views.verify_resend, field="email"),
+        name="account-verify-resend",
+    ),
+    path("accounts/verify/<str:token>/", account_views.verify, name="account-verify"),
+    path("accounts/", account_views.account, name="account"),
+    path("accounts/addresses/new/", account_views.address_edit, name="account-address-new"),
+    path("accounts/addresses/<int:pk>/", account_views.address_edit, name="account-address"),
+    path("accounts/addresses/<int:pk>/delete/", account_views.address_delete, name="account-address-delete"),
+    path(
+        "accounts/password-reset/",
+        login_throttled(auth_views.PasswordResetView.as_view(form_class=ResetForm), field="email"),
+        name="password_reset",
+    ),
+    path("accounts/password-reset/sent/", auth_views.PasswordResetDoneView.as_view(), name="password_reset_done"),
+    path(
+        "accounts/reset/<uidb64>/<token>/", auth_views.PasswordResetConfirmView.as_view(), name="password_reset_confirm"
+    ),
+    path("accounts/reset/done/", auth_views.PasswordResetCompleteView.as_view(), name="password_reset_complete"),
+    path("accounts/password/", auth_views.PasswordChangeView.as_view(), name="password_change"),
+    path("accounts/password/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("admin/login/", login_throttled(admin.site.login)),
     path("admin/", admin.site.urls),
     path(API_PREFIX.lstrip("/"), include((api_patterns, "api"))),

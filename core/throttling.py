@@ -1,8 +1,11 @@
 """Rate limits counted atomically in Redis, for limits that a burst of parallel requests must not beat."""
 
+import hashlib
 import math
+import unicodedata
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from rest_framework.throttling import SimpleRateThrottle
 
 
@@ -56,3 +59,35 @@ class CountingThrottle(SimpleRateThrottle):
             except ValueError:
                 continue  # it expired between add and incr: start the next window
         return None
+
+
+def _login_name_ident(username: str) -> str:
+    """The name a login attempt counts against, resolved as authentication resolves it.
+
+    Django's login form strips and NFKC-normalises the name, DRF's strips it, and MySQL's collation folds
+    case and width when it looks the account up: "stan ", "stan\u3000" and a full-width "stan" all log in
+    as stan. So the attempt counts against the account that name finds, or, if none, the normalised name
+    (hashed: any length or character; casefolded as the collation compares).
+    """
+    name = unicodedata.normalize("NFKC", username.strip())
+    user_model = get_user_model()
+    try:
+        return f"account:{user_model._default_manager.get_by_natural_key(name).pk}"
+    except user_model.DoesNotExist:
+        return "user:" + hashlib.sha256(name.casefold().encode()).hexdigest()
+
+
+class LoginThrottle(CountingThrottle):
+    """Failed logins per client IP and per username: the token API, the login page and the admin share them.
+
+    Each attempt is counted up front, and a successful login gives its count back, so only failures add up.
+    """
+
+    scope = "login"
+    rate_setting = "LOGIN_THROTTLE_RATE"
+
+    def __init__(self, request, *, username: str):
+        idents = [f"ip:{self.get_ident(request)}"]
+        if username:
+            idents.append(_login_name_ident(username))
+        super().__init__(idents)

@@ -97,6 +97,10 @@ class StockMovement(TimestampedModel):
     on_hand_delta = models.IntegerField(default=0)
     reserved_delta = models.IntegerField(default=0)
     order = models.ForeignKey("orders.Order", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    # The order line a refund put back on hand (``refund_restock``).
+    order_line = models.ForeignKey(
+        "orders.OrderLine", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     reservation = models.ForeignKey(
         Reservation, null=True, blank=True, on_delete=models.PROTECT, related_name="movements"
     )

@@ -230,10 +230,20 @@ def _reservations_settle(*, order, state: str, reason: str = "") -> list[Reserva
         return list(order_reservations.filter(state=state))
 
 
-def stock_restock(*, sku: str, quantity: int, reason: str = "restock", actor=None) -> Stock:
-    """Add received units to on-hand stock."""
+def stock_restock(
+    *, sku: str, quantity: int, reason: str = "restock", actor=None, order=None, order_line=None
+) -> Stock:
+    """Add received units to on-hand stock; ``order`` and ``order_line`` name the refund that returned them."""
     quantity = _validate_count(quantity, field="quantity", maximum=settings.MAX_STOCK_QUANTITY)
-    return _stock_change(sku=sku, kind=StockMovement.Kind.RESTOCK, delta=quantity, reason=reason, actor=actor)
+    return _stock_change(
+        sku=sku,
+        kind=StockMovement.Kind.RESTOCK,
+        delta=quantity,
+        reason=reason,
+        actor=actor,
+        order=order,
+        order_line=order_line,
+    )
 
 
 def stock_adjust(
@@ -272,7 +282,9 @@ def stock_adjust(
     )
 
 
-def _stock_change(*, sku, kind, reason, actor, delta=None, set_to=None, expected_version=None) -> Stock:
+def _stock_change(
+    *, sku, kind, reason, actor, delta=None, set_to=None, expected_version=None, order=None, order_line=None
+) -> Stock:
     if not isinstance(reason, str) or not reason.strip():
         raise InvalidInput(fields={"reason": "Say why the stock changes."})
     variant = variant_get_for_stock(sku=sku_normalise(sku))
@@ -302,7 +314,13 @@ def _stock_change(*, sku, kind, reason, actor, delta=None, set_to=None, expected
                 raise BelowReserved(sku=variant.sku, on_hand=stock.on_hand, reserved=stock.reserved)
             raise StaleStock(sku=variant.sku, current_version=stock.version)
         StockMovement.objects.create(
-            stock=stock, kind=kind, on_hand_delta=delta, reason=reason.strip()[:255], actor=actor
+            stock=stock,
+            kind=kind,
+            on_hand_delta=delta,
+            reason=reason.strip()[:255],
+            actor=actor,
+            order=order,
+            order_line=order_line,
         )
         stock.refresh_from_db()
     logger.info("stock %s of %s by %+d to %d (%s)", kind, variant.sku, delta, stock.on_hand, reason)

@@ -227,7 +227,7 @@ def demo_catalog_seed(*, staff_password: str | None = None) -> DemoSeed:
     # Enough to run the shop from the admin: catalog, stock and orders.
     staff.user_permissions.add(
         *Permission.objects.filter(
-            content_type__app_label__in=["shop", "inventory", "orders", "shipping", "tax", "vouchers"]
+            content_type__app_label__in=["shop", "inventory", "orders", "shipping", "tax", "vouchers", "accounts"]
         )
     )
     return DemoSeed(created, existing, DEMO_STAFF_USERNAME, password)

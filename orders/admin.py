@@ -21,9 +21,17 @@ from django.utils.safestring import mark_safe
 from core.admin import ReadOnlyAdminMixin, SoftDeleteAdmin
 from core.errors import DomainError
 from core.money import money_format
-from orders.models import PAID_STATUSES, Order, OrderLine, Payment, PaymentEvent, Shipment
+from orders.models import PAID_STATUSES, Order, OrderLine, Payment, PaymentEvent, Refund, ReturnRequest, Shipment
 from orders.selectors import order_list_deletable, order_list_overdue
-from orders.services import Tracking, order_cancel, order_refund, order_release_expired, order_ship
+from orders.services import (
+    Tracking,
+    order_cancel,
+    order_refund,
+    order_release_expired,
+    order_ship,
+    return_request_accept,
+    return_request_refuse,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +66,53 @@ class ShipmentInline(ReadOnlyAdminMixin, admin.TabularInline):
         return ", ".join(f"{line.quantity} x {line.order_line.variant.sku}" for line in shipment.lines.all())
 
 
+class RefundInline(ReadOnlyAdminMixin, admin.TabularInline):
+    """Money given back: which units (restocked or not), the shipping, by whom, and the provider's answer."""
+
+    model = Refund
+    template = UNCAPTIONED_TABULAR
+    fields = readonly_fields = [
+        "amount_shown",
+        "units",
+        "shipping",
+        "restock",
+        "state",
+        "source",
+        "requested_by",
+        "created_at",
+    ]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("order").prefetch_related("lines__order_line__variant")
+
+    @admin.display(description="amount")
+    def amount_shown(self, refund):
+        return money_format(refund.amount, refund.order.currency)
+
+    @admin.display(description="units")
+    def units(self, refund):
+        return ", ".join(f"{line.quantity} x {line.order_line.variant.sku}" for line in refund.lines.all()) or "-"
+
+
+def _return_units(request: ReturnRequest) -> str:
+    return ", ".join(f"{line.quantity} x {line.order_line.variant.sku}" for line in request.lines.all())
+
+
+class ReturnInline(ReadOnlyAdminMixin, admin.TabularInline):
+    """What the buyer asked to send back, and what staff decided (see Returns to accept or refuse)."""
+
+    model = ReturnRequest
+    template = UNCAPTIONED_TABULAR
+    fields = readonly_fields = ["units", "state", "reason", "answer", "decided_by", "created_at"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("lines__order_line__variant")
+
+    @admin.display(description="units")
+    def units(self, request):
+        return _return_units(request)
+
+
 class PaymentInline(ReadOnlyAdminMixin, admin.TabularInline):
     """Every charge taken for the order and what became of it (captured, refunded, or not yet settled)."""
 
@@ -69,7 +124,6 @@ class PaymentInline(ReadOnlyAdminMixin, admin.TabularInline):
         "amount_shown",
         "state",
         "refunded_shown",
-        "refund_restock",
         "created_at",
         "updated_at",
     ]
@@ -108,6 +162,7 @@ class OrderLineInline(ReadOnlyAdminMixin, admin.TabularInline):
         "variant",
         "quantity",
         "quantity_shipped",
+        "quantity_refunded",
         "unit_price_shown",
         "line_total_shown",
         "reservation",
@@ -137,6 +192,37 @@ class OrderLineInline(ReadOnlyAdminMixin, admin.TabularInline):
 def _address_html(lines: list[str]) -> str:
     """An address's lines, one per row, escaped; "-" for none."""
     return format_html_join(mark_safe("<br>"), "{}", ((line,) for line in lines)) or "-"
+
+
+class RefundForm(forms.Form):
+    """A refund: per line the units it gives back (none by default), the shipping, and whether to restock."""
+
+    shipping = forms.BooleanField(required=False, label="Refund the shipping")
+    restock = forms.BooleanField(required=False, label="Put the units back on hand")
+
+    def __init__(self, *args, order, lines, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lines = lines
+        for line in lines:
+            left = line.quantity - line.quantity_refunded
+            self.fields[f"line_{line.pk}"] = forms.IntegerField(
+                label=f"{line.variant.name} ({line.variant.sku})",
+                min_value=0,
+                max_value=left,
+                initial=0,
+                help_text=f"{line.quantity_refunded} of {line.quantity} refunded already; "
+                f"{line.quantity_shipped} shipped.",
+            )
+        if order.shipping_refunded or not order.shipping_price:
+            del self.fields["shipping"]
+        self.order_fields(["shipping", "restock"])
+
+    def quantities(self) -> dict[str, int]:
+        return {
+            line.variant.sku: self.cleaned_data[f"line_{line.pk}"]
+            for line in self.lines
+            if self.cleaned_data[f"line_{line.pk}"]
+        }
 
 
 class ShipForm(forms.Form):
@@ -194,10 +280,10 @@ class OrderAdmin(SoftDeleteAdmin):
             },
         ),
         ("Shipping", {"fields": ["shipping_method_name", "shipping_address_shown", "billing_address_shown"]}),
-        ("Reservation and payment", {"fields": ["expires_at", "paid_at", "payment_reference"]}),
+        ("Reservation and payment", {"fields": ["expires_at", "paid_at", "payment_reference", "refunded_shown"]}),
         ("Record", {"fields": ["idempotency_key", "created_at", "updated_at", "is_deleted", "deleted_at"]}),
     ]
-    inlines = [OrderLineInline, ShipmentInline, PaymentInline]
+    inlines = [OrderLineInline, ShipmentInline, ReturnInline, RefundInline, PaymentInline]
     actions = [
         "delete_selected",
         *SoftDeleteAdmin.actions,
@@ -267,7 +353,38 @@ class OrderAdmin(SoftDeleteAdmin):
     # Named apart from the model's fields: a list column or read-only field named like one shows the field.
     def get_urls(self):
         ship = path("<int:order_id>/ship/", self.admin_site.admin_view(self.ship_view), name="orders_order_ship")
-        return [ship, *super().get_urls()]
+        refund = path(
+            "<int:order_id>/refund/", self.admin_site.admin_view(self.refund_view), name="orders_order_refund"
+        )
+        return [ship, refund, *super().get_urls()]
+
+    def refund_view(self, request, order_id):
+        """Refund chosen units of a paid order and optionally its shipping, restocked or not (``order_refund``)."""
+        if not request.user.has_perm("orders.refund_order"):
+            raise PermissionDenied
+        order = get_object_or_404(Order, pk=order_id)
+        lines = list(order.lines.select_related("variant").order_by("pk"))
+        form = RefundForm(request.POST or None, order=order, lines=lines)
+        if request.method == "POST" and form.is_valid():
+            try:
+                order = order_refund(
+                    order=order,
+                    quantities=form.quantities(),
+                    shipping=form.cleaned_data.get("shipping", False),
+                    restock=form.cleaned_data["restock"],
+                    actor=request.user,
+                )
+            except DomainError as refusal:
+                form.add_error(None, refusal.as_text())
+            else:
+                refunded = money_format(order.amount_refunded, order.currency)
+                self.message_user(
+                    request, f"Order {order.number}: refund sent; {refunded} refunded in all. The buyer is emailed."
+                )
+                return redirect("admin:orders_order_change", order.pk)
+        context = {**self.admin_site.each_context(request), "opts": self.opts, "order": order, "form": form,
+                   "title": f"Refund order {order.number}"}  # fmt: skip
+        return TemplateResponse(request, "admin/orders/order/refund.html", context)
 
     def ship_view(self, request, order_id):
         """Ship some or all of a paid order's units, with the carrier and tracking number (``order_ship``)."""
@@ -308,6 +425,10 @@ class OrderAdmin(SoftDeleteAdmin):
     @admin.display(description="shipping")
     def shipping_shown(self, order):
         return money_format(order.shipping_price, order.currency)
+
+    @admin.display(description="refunded")
+    def refunded_shown(self, order):
+        return money_format(order.amount_refunded, order.currency)
 
     @admin.display(description="tax")
     def tax_shown(self, order):
@@ -378,8 +499,8 @@ class OrderAdmin(SoftDeleteAdmin):
             then = " and their units go back on hand" if restock else ""
             self.message_user(
                 request,
-                f"Refund sent to the provider for {', '.join(sent)}; they turn refunded{then} when the provider "
-                "confirms it (the stock was busy just now).",
+                f"Refund sent to the provider for {', '.join(sent)}; they turn refunded{then} when the payment "
+                "sweep finishes it (the stock was busy just now).",
                 messages.WARNING,
             )
         if refused:
@@ -441,3 +562,47 @@ class PaymentEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description="processed", boolean=True, ordering="processed_at")
     def processed(self, event):
         return event.processed_at is not None
+
+
+@admin.register(ReturnRequest)
+class ReturnRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Returns buyers asked for: accept (their units are refunded and restocked) or refuse; the buyer is emailed."""
+
+    list_display = ["pk", "order", "state", "units", "reason", "created_at"]
+    list_select_related = ["order"]
+    list_filter = ["state", "created_at"]
+    search_fields = ["order__number", "order__email"]
+    fields = readonly_fields = ["order", "state", "units", "reason", "answer", "decided_by", "refund", "created_at"]
+    actions = ["accept_selected", "refuse_selected"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("lines__order_line__variant")
+
+    def has_decide_permission(self, request):
+        return request.user.has_perm("orders.refund_order")
+
+    @admin.display(description="units")
+    def units(self, request):
+        return _return_units(request)
+
+    @admin.action(description="Accept selected returns (refund and restock their units)", permissions=["decide"])
+    def accept_selected(self, request, queryset):
+        self._decide(request, queryset, return_request_accept, done="Accepted and refunded")
+
+    @admin.action(description="Refuse selected returns", permissions=["decide"])
+    def refuse_selected(self, request, queryset):
+        self._decide(request, queryset, return_request_refuse, done="Refused")
+
+    def _decide(self, request, queryset, decide, *, done: str) -> None:
+        decided, refused = [], []
+        for return_request in queryset:
+            try:
+                decide(return_request=return_request, actor=request.user)
+            except DomainError as refusal:
+                refused.append(f"return {return_request.pk} ({refusal.as_text()})")
+            else:
+                decided.append(str(return_request.pk))
+        if decided:
+            self.message_user(request, f"{done}: return(s) {', '.join(decided)}; the buyers are emailed.")
+        if refused:
+            self.message_user(request, "Not done: " + "; ".join(refused), messages.ERROR)

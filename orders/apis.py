@@ -1,7 +1,7 @@
 from django.conf import settings
 from django.db.models import prefetch_related_objects
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import generics, serializers, status
 from rest_framework.exceptions import NotFound, Throttled
 from rest_framework.permissions import BasePermission
@@ -13,8 +13,19 @@ from core.errors import InvalidInput
 from inventory.apis import InsufficientStockErrorSerializer
 from orders.customers import buyer_of
 from orders.errors import IdempotencyKeyRequired
-from orders.selectors import order_find_by_number, order_find_for_customer, order_list_for_customer
-from orders.services import Tracking, order_cancel, order_pay, order_place, order_quote, order_refund, order_ship
+from orders.selectors import order_find_by_number, order_find_for_customer, order_list_for_customer, return_find
+from orders.services import (
+    Tracking,
+    order_cancel,
+    order_pay,
+    order_place,
+    order_quote,
+    order_refund,
+    order_ship,
+    return_request_accept,
+    return_request_create,
+    return_request_refuse,
+)
 from orders.throttling import OrderThrottle
 from shipping.addresses import ADDRESS_FIELDS, address_clean
 from shop.models import SKU_MAX_LENGTH
@@ -69,6 +80,7 @@ class OrderLineOutputSerializer(serializers.Serializer):
     name = serializers.CharField(source="variant.name")
     quantity = serializers.IntegerField()
     quantity_shipped = serializers.IntegerField(help_text="Units sent in shipments so far.")
+    quantity_refunded = serializers.IntegerField(help_text="Units refunded so far (or being refunded).")
     unit_price = _money()
     line_total = _money()
     tax_rate = _rate()
@@ -87,6 +99,39 @@ class ShipmentOutputSerializer(serializers.Serializer):
     tracking_url = serializers.CharField(help_text="Where the parcel is followed; empty: none given.")
     shipped_at = serializers.DateTimeField(source="created_at")
     lines = ShipmentLineOutputSerializer(many=True, source="lines.all")
+
+
+class RefundOutputSerializer(serializers.Serializer):
+    amount = _money(help_text="What went back: the units' share of what the lines paid, plus the shipping part.")
+    shipping = _money(help_text="The shipping's part of amount.")
+    state = serializers.CharField(help_text="requested (the provider is confirming it) or succeeded.")
+    refunded_at = serializers.DateTimeField(source="created_at")
+    lines = ShipmentLineOutputSerializer(many=True, source="lines.all")
+
+
+class ReturnOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField(help_text="What staff accept or refuse it by.")
+    state = serializers.CharField(help_text="requested, accepted (its units refunded) or refused.")
+    reason = serializers.CharField(help_text="The buyer's words.")
+    answer = serializers.CharField(help_text="Staff's words, once decided.")
+    refunded = _money(allow_null=True, help_text="Accepted: what its refund gave back; else null.")
+    requested_at = serializers.DateTimeField(source="created_at")
+    lines = ShipmentLineOutputSerializer(many=True, source="lines.all")
+
+    def to_representation(self, return_request):
+        money = self.fields["refunded"]
+        return {
+            "id": int(return_request.pk),
+            "state": str(return_request.state),
+            "reason": str(return_request.reason),
+            "answer": str(return_request.answer),
+            "refunded": money.to_representation(return_request.refund.amount) if return_request.refund else None,
+            "requested_at": self.fields["requested_at"].to_representation(return_request.created_at),
+            "lines": [
+                {"sku": str(line.order_line.variant.sku), "quantity": int(line.quantity)}
+                for line in return_request.lines.all()
+            ],
+        }
 
 
 class OrderOutputSerializer(serializers.Serializer):
@@ -111,6 +156,9 @@ class OrderOutputSerializer(serializers.Serializer):
     total = _money(help_text="What is charged: subtotal - discount + shipping_price (+ tax unless prices include it).")
     lines = OrderLineOutputSerializer(many=True, source="lines.all")
     shipments = ShipmentOutputSerializer(many=True, source="shipments.all", help_text="Oldest first.")
+    amount_refunded = _money(help_text="What refunds gave back so far, of total.")
+    refunds = RefundOutputSerializer(many=True, source="refunds_shown", help_text="Oldest first.")
+    returns = ReturnOutputSerializer(many=True, source="returns.all", help_text="Oldest first.")
 
     def to_representation(self, order):
         """What the declared fields render, written out with their own formatting.
@@ -151,6 +199,7 @@ class OrderOutputSerializer(serializers.Serializer):
                     "name": str(line.variant.name),
                     "quantity": int(line.quantity),
                     "quantity_shipped": int(line.quantity_shipped),
+                    "quantity_refunded": int(line.quantity_refunded),
                     "unit_price": money.to_representation(line.unit_price),
                     "line_total": money.to_representation(line.line_total),
                     "tax_rate": rate.to_representation(line.tax_rate),
@@ -172,6 +221,21 @@ class OrderOutputSerializer(serializers.Serializer):
                 }
                 for shipment in order.shipments.all()
             ],
+            "amount_refunded": money.to_representation(order.amount_refunded),
+            "refunds": [
+                {
+                    "amount": money.to_representation(refund.amount),
+                    "shipping": money.to_representation(refund.shipping),
+                    "state": str(refund.state),
+                    "refunded_at": time.to_representation(refund.created_at),
+                    "lines": [
+                        {"sku": str(line.order_line.variant.sku), "quantity": int(line.quantity)}
+                        for line in refund.lines.all()
+                    ],
+                }
+                for refund in order.refunds_shown
+            ],
+            "returns": [ReturnOutputSerializer().to_representation(returned) for returned in order.returns.all()],
         }
 
 
@@ -329,6 +393,7 @@ class OrderCollectionApi(generics.ListAPIView):
 
 class QuoteLineOutputSerializer(OrderLineOutputSerializer):
     quantity_shipped = None  # a quote ships nothing
+    quantity_refunded = None
 
 
 class QuoteOutputSerializer(serializers.Serializer):
@@ -463,6 +528,37 @@ class OrderPayApi(APIView):
         return Response(PaymentOutputSerializer(order_pay(order=order, return_url=return_url)).data)
 
 
+class LinesRefusedSerializer(ErrorSerializer):
+    class ShortLineSerializer(serializers.Serializer):
+        sku = serializers.CharField()
+        requested = serializers.IntegerField()
+        left = serializers.IntegerField(required=False)
+
+    lines = ShortLineSerializer(
+        many=True,
+        required=False,
+        help_text="shipment_exceeds_order, refund_exceeds_order: per SKU, the units asked and those left",
+    )
+    shipping = serializers.BooleanField(
+        required=False, help_text="refund_exceeds_order: the shipping is refunded already"
+    )
+
+
+class OrderLineQuantityInputSerializer(serializers.Serializer):
+    sku = serializers.CharField(max_length=SKU_MAX_LENGTH)
+    quantity = StrictIntegerField(min_value=1, max_value=settings.MAX_LINE_QUANTITY)
+
+
+def _quantities_by_sku(lines: list[dict]) -> dict[str, int]:
+    """Units by SKU from the input's lines; a SKU given twice is refused."""
+    quantities = {}
+    for line in lines:
+        if line["sku"] in quantities:
+            raise InvalidInput(fields={line["sku"]: "Each SKU may appear only once."})
+        quantities[line["sku"]] = line["quantity"]
+    return quantities
+
+
 class RefundPermission(BasePermission):
     """Staff with the ``refund_order`` permission refund any customer's order."""
 
@@ -474,21 +570,35 @@ class OrderRefundApi(APIView):
     permission_classes = [RefundPermission]
 
     class OrderRefundInputSerializer(serializers.Serializer):
-        restock = serializers.BooleanField(help_text="Put the order's units back on hand (ledger: refund_restock).")
+        restock = serializers.BooleanField(help_text="Put the units back on hand (ledger: refund_restock).")
+        lines = OrderLineQuantityInputSerializer(
+            many=True,
+            required=False,
+            allow_empty=True,
+            max_length=settings.MAX_ORDER_LINES,
+            help_text="The units to refund; omit (and leave shipping out) to refund all that is left.",
+        )
+        shipping = serializers.BooleanField(
+            required=False, help_text="Refund the shipping too (with lines; a full refund includes it)."
+        )
 
     @extend_schema(
         operation_id="orders_refund",
         request=OrderRefundInputSerializer,
-        description="Refund a paid order in full through the provider it was paid with (staff with refund_order). "
-        "Twice: the same order, refunded once. The order answered is refunded, or still paid while the refund "
-        "waits for a busy stock lock: it turns refunded (restocked if asked) when the provider confirms.",
+        description="Refund a paid order's lines, some units or all that is left, and optionally its shipping, "
+        "through the provider it was paid with (staff with refund_order). The refunded amount never exceeds "
+        "what was paid; the order turns refunded once all of it is back. The buyer is emailed each refund.",
         responses={
             200: OrderOutputSerializer,
-            400: OpenApiResponse(ErrorSerializer, description="invalid_input, malformed_json"),
+            400: OpenApiResponse(ErrorSerializer, description="invalid_input (a SKU not in the order), malformed_json"),
             401: UNAUTHENTICATED,
             403: OpenApiResponse(ErrorSerializer, description="permission_denied: not staff with refund_order"),
             404: NOT_FOUND,
-            409: OpenApiResponse(ErrorSerializer, description="order_not_refundable: it is not paid"),
+            409: OpenApiResponse(
+                LinesRefusedSerializer,
+                description="order_not_refundable: it is not paid; refund_exceeds_order (lines: sku, requested, "
+                "left; shipping: refunded already)",
+            ),
             502: OpenApiResponse(ErrorSerializer, description="refund_failed: the provider refused; nothing changed"),
             503: BUSY,
         },
@@ -499,20 +609,18 @@ class OrderRefundApi(APIView):
         order = order_find_by_number(number=number)
         if order is None:
             raise NotFound("No such order.")
-        order = order_refund(order=order, restock=data.validated_data["restock"], actor=request.user)
-        prefetch_related_objects([order], "lines__variant")
-        return Response(OrderOutputSerializer(order).data)
-
-
-class ShipmentRefusedSerializer(ErrorSerializer):
-    class ShipmentShortLineSerializer(serializers.Serializer):
-        sku = serializers.CharField()
-        requested = serializers.IntegerField()
-        left = serializers.IntegerField(required=False)
-
-    lines = ShipmentShortLineSerializer(
-        many=True, required=False, help_text="shipment_exceeds_order: per SKU, the units asked and those left"
-    )
+        lines = data.validated_data.get("lines")
+        shipping = data.validated_data.get("shipping", False)
+        if lines is None and shipping:
+            lines = []  # the shipping alone
+        order_refund(
+            order=order,
+            quantities=None if lines is None else _quantities_by_sku(lines),
+            shipping=shipping,
+            restock=data.validated_data["restock"],
+            actor=request.user,
+        )
+        return Response(OrderOutputSerializer(order_find_by_number(number=number)).data)
 
 
 class ShipPermission(BasePermission):
@@ -526,14 +634,10 @@ class OrderShipApi(APIView):
     permission_classes = [ShipPermission]
 
     class OrderShipInputSerializer(serializers.Serializer):
-        class ShipLineInputSerializer(serializers.Serializer):
-            sku = serializers.CharField(max_length=SKU_MAX_LENGTH)
-            quantity = StrictIntegerField(min_value=1, max_value=settings.MAX_LINE_QUANTITY)
-
         carrier = StrictCharField(max_length=100)
         tracking_number = StrictCharField(max_length=100, required=False, allow_blank=True)
         tracking_url = serializers.URLField(max_length=500, required=False, allow_blank=True)
-        lines = ShipLineInputSerializer(
+        lines = OrderLineQuantityInputSerializer(
             many=True,
             required=False,
             allow_empty=False,
@@ -553,7 +657,7 @@ class OrderShipApi(APIView):
             403: OpenApiResponse(ErrorSerializer, description="permission_denied: not staff with ship_order"),
             404: NOT_FOUND,
             409: OpenApiResponse(
-                ShipmentRefusedSerializer,
+                LinesRefusedSerializer,
                 description="order_not_shippable (not paid, or shipped in full); shipment_exceeds_order (lines: "
                 "sku, requested, left)",
             ),
@@ -566,13 +670,7 @@ class OrderShipApi(APIView):
         if order is None:
             raise NotFound("No such order.")
         lines = data.validated_data.get("lines")
-        quantities = None
-        if lines is not None:
-            quantities = {}
-            for line in lines:
-                if line["sku"] in quantities:
-                    raise InvalidInput(fields={line["sku"]: "Each SKU may appear only once."})
-                quantities[line["sku"]] = line["quantity"]
+        quantities = None if lines is None else _quantities_by_sku(lines)
         tracking = Tracking(
             carrier=data.validated_data["carrier"],
             number=data.validated_data.get("tracking_number", ""),
@@ -580,6 +678,97 @@ class OrderShipApi(APIView):
         )
         order_ship(order=order, tracking=tracking, quantities=quantities, actor=request.user)
         return Response(OrderOutputSerializer(order_find_by_number(number=number)).data)
+
+
+class OrderReturnApi(APIView):
+    class ReturnInputSerializer(serializers.Serializer):
+        lines = OrderLineQuantityInputSerializer(many=True, allow_empty=False, max_length=settings.MAX_ORDER_LINES)
+        reason = StrictCharField(max_length=1000, required=False, allow_blank=True)
+
+    @extend_schema(
+        operation_id="orders_return",
+        request=ReturnInputSerializer,
+        description="Ask to return shipped units of one's own order; staff accept (refund and restock) or refuse, "
+        "and the buyer is emailed each step.",
+        responses={
+            201: ReturnOutputSerializer,
+            400: OpenApiResponse(ErrorSerializer, description="invalid_input (a SKU not in the order), malformed_json"),
+            401: UNAUTHENTICATED,
+            403: CSRF_REFUSED,
+            404: NOT_FOUND,
+            409: OpenApiResponse(
+                LinesRefusedSerializer,
+                description="return_not_allowed (lines: sku, requested, left): only units shipped, not refunded "
+                "and not asked back already",
+            ),
+        },
+    )
+    def post(self, request, number: str):
+        data = self.ReturnInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        created = return_request_create(
+            order=_order_of(request, number),
+            quantities=_quantities_by_sku(data.validated_data["lines"]),
+            reason=data.validated_data.get("reason", ""),
+        )
+        return Response(ReturnOutputSerializer(return_find(pk=created.pk)).data, status=201)
+
+
+class ReturnDecideApi(APIView):
+    """Staff with ``refund_order`` decide a requested return (``decide``: the service that accepts or refuses)."""
+
+    permission_classes = [RefundPermission]
+    decide = None
+
+    class ReturnDecisionInputSerializer(serializers.Serializer):
+        answer = StrictCharField(max_length=1000, required=False, allow_blank=True, help_text="Emailed to the buyer.")
+
+    def post(self, request, pk: int):
+        data = self.ReturnDecisionInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        found = return_find(pk=pk)
+        if found is None:
+            raise NotFound("No such return.")
+        self.decide(return_request=found, actor=request.user, answer=data.validated_data.get("answer", ""))
+        return Response(ReturnOutputSerializer(return_find(pk=pk)).data)
+
+
+def _decide_schema(operation_id: str, description: str, conflict: str):
+    return extend_schema_view(
+        post=extend_schema(
+            operation_id=operation_id,
+            description=description,
+            request=ReturnDecideApi.ReturnDecisionInputSerializer,
+            responses={
+                200: ReturnOutputSerializer,
+                400: OpenApiResponse(ErrorSerializer, description="invalid_input, malformed_json"),
+                401: UNAUTHENTICATED,
+                403: OpenApiResponse(ErrorSerializer, description="permission_denied: not staff with refund_order"),
+                404: NOT_FOUND,
+                409: OpenApiResponse(LinesRefusedSerializer, description=conflict),
+                502: OpenApiResponse(
+                    ErrorSerializer, description="refund_failed: the provider refused; still requested"
+                ),
+                503: BUSY,
+            },
+        )
+    )
+
+
+@_decide_schema(
+    "returns_accept",
+    "Accept a requested return: its units are refunded (restocked) and the buyer is emailed.",
+    "return_already_decided; refund_exceeds_order (lines: those units were refunded meanwhile)",
+)
+class ReturnAcceptApi(ReturnDecideApi):
+    decide = staticmethod(return_request_accept)
+
+
+@_decide_schema(
+    "returns_refuse", "Refuse a requested return; the buyer is emailed the answer.", "return_already_decided"
+)
+class ReturnRefuseApi(ReturnDecideApi):
+    decide = staticmethod(return_request_refuse)
 
 
 class OrderCancelApi(APIView):

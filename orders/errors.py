@@ -125,3 +125,27 @@ class ShipmentExceedsOrder(DomainError):
     code = "shipment_exceeds_order"
     status_code = HTTPStatus.CONFLICT
     default_detail = "A shipment cannot send more of a line than is left to ship."
+
+
+class RefundExceedsOrder(DomainError):
+    """``lines``: per SKU asked, the units ``requested`` and those ``left`` to refund; ``shipping``: true if
+    the shipping was asked for and is refunded already."""
+
+    code = "refund_exceeds_order"
+    status_code = HTTPStatus.CONFLICT
+    default_detail = "A refund cannot give back more of a line, or of the shipping, than is left to refund."
+
+
+class ReturnNotAllowed(DomainError):
+    """``lines``: per SKU asked, the units ``requested`` and those ``left`` to return (shipped, not yet
+    refunded nor asked back by an open return)."""
+
+    code = "return_not_allowed"
+    status_code = HTTPStatus.CONFLICT
+    default_detail = "Only units that were shipped, and not yet refunded or asked back, can be returned."
+
+
+class ReturnAlreadyDecided(DomainError):
+    code = "return_already_decided"
+    status_code = HTTPStatus.CONFLICT
+    default_detail = "This return was accepted or refused already."

@@ -74,6 +74,10 @@ class Order(BaseModel):
     # The voucher code applied (``vouchers``), and what it took off the subtotal (the lines' discounts).
     voucher_code = models.CharField(max_length=40, blank=True)
     discount = models.DecimalField(max_digits=12, decimal_places=2, default=0)
+    # What refunds took back so far (``orders.services.refunds``), claimed before the provider is asked:
+    # two refunds never add up to more than was paid (a guarded UPDATE, and a CHECK behind it).
+    amount_refunded = models.DecimalField(max_digits=12, decimal_places=2, default=0)
+    shipping_refunded = models.BooleanField(default=False)
 
     class Meta(BaseModel.Meta):
         ordering = ["-created_at", "-id"]
@@ -97,6 +101,10 @@ class Order(BaseModel):
                 fields=["idempotency_scope", "idempotency_key_hash"], name="order_idempotency_key_per_customer"
             ),
             models.CheckConstraint(condition=~Q(idempotency_key=""), name="order_idempotency_key_present"),
+            models.CheckConstraint(
+                condition=Q(amount_refunded__gte=0) & Q(amount_refunded__lte=F("total")),
+                name="order_refunded_within_total",
+            ),
         ]
 
     def __str__(self):
@@ -126,6 +134,12 @@ class Order(BaseModel):
         """The SKUs to lock for this order (lines never change once placed)."""
         return sorted(line.variant.sku for line in self.lines_with_variants())
 
+    @property
+    def refunds_shown(self) -> list["Refund"]:
+        """The refunds made or under way (not those the provider refused), oldest first; prefetched ones
+        (``refunds__lines__order_line__variant``) cost no query."""
+        return [refund for refund in self.refunds.all() if refund.state != Refund.State.FAILED]
+
     def lines_with_variants(self) -> list["OrderLine"]:
         """The lines with their products, by product id; prefetched ones (``lines__variant``) cost no query."""
         prefetched = getattr(self, "_prefetched_objects_cache", {}).get("lines")
@@ -144,6 +158,8 @@ class OrderLine(BaseModel):
     quantity = models.PositiveIntegerField()
     # Units sent in shipments so far: never more than ordered (a CHECK, and the shipment's guarded UPDATE).
     quantity_shipped = models.PositiveIntegerField(default=0)
+    # Units refunded so far (or being refunded): never more than ordered, whichever refunds race.
+    quantity_refunded = models.PositiveIntegerField(default=0)
     # Snapshot: a later price change must not change what the customer agreed to pay.
     unit_price = models.DecimalField(max_digits=12, decimal_places=2)
     line_total = models.DecimalField(max_digits=12, decimal_places=2)  # unit price x quantity
@@ -168,7 +184,14 @@ class OrderLine(BaseModel):
             models.CheckConstraint(
                 condition=Q(quantity_shipped__lte=F("quantity")), name="order_line_shipped_within_quantity"
             ),
+            models.CheckConstraint(
+                condition=Q(quantity_refunded__lte=F("quantity")), name="order_line_refunded_within_quantity"
+            ),
         ]
+
+    @property
+    def quantity_left_to_refund(self) -> int:
+        return self.quantity - self.quantity_refunded
 
     def __str__(self):
         return f"{self.quantity} x {self.variant_id}"
@@ -210,6 +233,123 @@ class ShipmentLine(BaseModel):
         return f"{self.quantity} x {self.order_line_id}"
 
 
+class Refund(BaseModel):
+    """Money given back on a paid order: units of chosen lines and optionally the shipping, or an amount
+    refunded at the provider (its dashboard) that the shop learnt of from a webhook.
+
+    Claimed first (``requested``: the lines' and the order's refunded counts move in the same
+    transaction), then asked of the provider, then ``succeeded`` (units restocked if staff asked) or
+    ``failed`` (the claim is given back). ``orders.services.refunds`` says how.
+    """
+
+    class State(models.TextChoices):
+        REQUESTED = "requested", "Asked of the provider, not yet confirmed"
+        SUCCEEDED = "succeeded", "Refunded"
+        FAILED = "failed", "Refused by the provider: nothing refunded"
+
+    class Source(models.TextChoices):
+        STAFF = "staff", "Staff"
+        RETURN = "return", "An accepted return"
+        PROVIDER = "provider", "Made at the provider (its dashboard)"
+
+    order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="refunds")
+    payment = models.ForeignKey("Payment", on_delete=models.PROTECT, related_name="refunds")
+    state = models.CharField(max_length=20, choices=State.choices, default=State.REQUESTED, db_index=True)
+    source = models.CharField(max_length=20, choices=Source.choices, default=Source.STAFF)
+    amount = models.DecimalField(max_digits=12, decimal_places=2)  # lines and shipping, as paid
+    shipping = models.DecimalField(max_digits=12, decimal_places=2, default=0)  # the shipping part of it
+    restock = models.BooleanField(default=False)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # When its email went to the buyer (claimed before sending: ``orders.services.emails``).
+    emailed_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta(BaseModel.Meta):
+        ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(amount__gte=0) & Q(shipping__gte=0) & Q(shipping__lte=F("amount")),
+                name="refund_amounts_within_range",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.amount} of {self.order_id} ({self.state})"
+
+    @property
+    def idempotency_key(self) -> str:
+        """What the provider is asked with: a repeated request for this refund refunds once."""
+        return f"refund-{self.payment.reference}-{self.pk}"
+
+
+class RefundLine(BaseModel):
+    refund = models.ForeignKey(Refund, on_delete=models.PROTECT, related_name="lines")
+    order_line = models.ForeignKey(OrderLine, on_delete=models.PROTECT, related_name="refund_lines")
+    quantity = models.PositiveIntegerField()
+    amount = models.DecimalField(max_digits=12, decimal_places=2)  # those units' share of what the line paid
+
+    class Meta(BaseModel.Meta):
+        ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(quantity__gt=0) & Q(amount__gte=0), name="refund_line_positive"),
+            models.UniqueConstraint(fields=["refund", "order_line"], name="refund_line_one_per_order_line"),
+        ]
+
+    def __str__(self):
+        return f"{self.quantity} x {self.order_line_id}"
+
+
+class ReturnRequest(BaseModel):
+    """A buyer's request to send back units of a shipped order; staff accept it (the units are refunded and
+    restocked) or refuse it (``orders.services.returns``). Each step is emailed to the buyer."""
+
+    class State(models.TextChoices):
+        REQUESTED = "requested", "Requested"
+        ACCEPTED = "accepted", "Accepted: refunded"
+        REFUSED = "refused", "Refused"
+
+    order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="returns")
+    state = models.CharField(max_length=20, choices=State.choices, default=State.REQUESTED, db_index=True)
+    reason = models.TextField(max_length=1000, blank=True)  # the buyer's words
+    answer = models.TextField(max_length=1000, blank=True)  # staff's words, when they decide
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    refund = models.OneToOneField(
+        "Refund", null=True, blank=True, on_delete=models.PROTECT, related_name="return_request"
+    )
+    # The last state the buyer was emailed about (claimed before sending: ``orders.services.emails``).
+    emailed_state = models.CharField(max_length=20, blank=True, editable=False)
+
+    class Meta(BaseModel.Meta):
+        ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=~Q(state="accepted") | Q(refund__isnull=False), name="return_accepted_has_refund"
+            ),
+        ]
+
+    def __str__(self):
+        return f"return {self.pk} of {self.order_id} ({self.state})"
+
+
+class ReturnLine(BaseModel):
+    return_request = models.ForeignKey(ReturnRequest, on_delete=models.PROTECT, related_name="lines")
+    order_line = models.ForeignKey(OrderLine, on_delete=models.PROTECT, related_name="return_lines")
+    quantity = models.PositiveIntegerField()
+
+    class Meta(BaseModel.Meta):
+        ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(quantity__gt=0), name="return_line_quantity_positive"),
+            models.UniqueConstraint(fields=["return_request", "order_line"], name="return_line_one_per_order_line"),
+        ]
+
+    def __str__(self):
+        return f"{self.quantity} x {self.order_line_id}"
+
+
 class Payment(BaseModel):
     """A payment of an order with its provider, recorded before the buyer is sent to pay.
 
@@ -238,14 +378,8 @@ class Payment(BaseModel):
     provider_payment = models.CharField(max_length=255, blank=True, db_index=True)  # what refunds name
     amount = models.DecimalField(max_digits=12, decimal_places=2)
     currency = models.CharField(max_length=3)  # ISO 4217, upper case: SHOP_CURRENCY when it started
-    # What the provider has refunded of it so far: the order is refunded only once all of it is.
+    # What the provider says it has refunded of it so far (its ``charge.refunded`` webhooks).
     amount_refunded = models.DecimalField(max_digits=12, decimal_places=2, default=0)
-    # Staff's refund, recorded before the provider is asked, so whoever finishes it (staff's request or
-    # the provider's webhook) puts the units back on hand if staff asked, exactly once.
-    refund_restock = models.BooleanField(default=False)
-    refund_requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
     state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING, db_index=True)
     # When the provider's success was recorded, on the database's clock: an expired order whose charge
     # arrived within its payable window is revived for it however long a busy lock delays applying it.
@@ -292,7 +426,6 @@ class OrderEmail(BaseModel):
         PAID = "paid", "Receipt"
         PAYMENT_FAILED = "payment_failed", "Payment failed"
         EXPIRED = "expired", "Reservation expired"
-        REFUNDED = "refunded", "Order refunded"
         LATE_PAYMENT_REFUNDED = "late_payment_refunded", "Late payment refunded"
 
     order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="emails")

@@ -3,17 +3,22 @@
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
-from django.db.models.functions import Now
+from django.db.models import DecimalField, Exists, F, OuterRef, Q, QuerySet, Subquery, Sum, Value
+from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from core.clock import db_now
 from inventory.models import Reservation
-from orders.models import PAID_STATUSES, Order, OrderLine, Payment
+from orders.models import PAID_STATUSES, Order, OrderLine, Payment, Refund, RefundLine, ReturnLine, ReturnRequest
 from vouchers.models import VoucherUse
 
-# What the order pages and the API show of an order's shipments.
-SHIPMENTS = ["shipments__lines__order_line__variant"]
+# What the order pages and the API show of what happened after payment: shipments, refunds, returns.
+AFTER_PAYMENT = [
+    "shipments__lines__order_line__variant",
+    "refunds__lines__order_line__variant",
+    "returns__lines__order_line__variant",
+    "returns__refund",
+]
 
 FINAL_STATUSES = [
     *PAID_STATUSES,
@@ -93,7 +98,7 @@ def order_list_for_customer(*, customer) -> QuerySet[Order]:
     """A customer's own orders, newest first, with lines, products and shipments loaded."""
     return (
         Order.objects.filter(customer=customer)
-        .prefetch_related("lines__variant", *SHIPMENTS)
+        .prefetch_related("lines__variant", *AFTER_PAYMENT)
         .order_by("-created_at", "-id")
     )
 
@@ -170,7 +175,7 @@ def payment_find_by_reference(*, reference: str, provider: str) -> Payment | Non
 
 def order_find_by_number(*, number: str) -> Order | None:
     """Any customer's order, for staff (and for an order link whose signature names it)."""
-    return Order.objects.filter(number=number).prefetch_related(*SHIPMENTS).first()
+    return Order.objects.filter(number=number).prefetch_related(*AFTER_PAYMENT).first()
 
 
 def payment_find_for_outcome(*, provider: str, outcome) -> Payment | None:
@@ -217,3 +222,57 @@ def order_last_shipping_address(*, customer) -> dict | None:
         .values_list("shipping_address", flat=True)
         .first()
     )
+
+
+def order_units_returnable(order: Order, *, lines: dict[str, OrderLine] | None = None) -> dict[str, int]:
+    """Per SKU, the units the buyer may still ask to return: shipped, not refunded, not asked back already."""
+    if lines is None:
+        lines = {line.variant.sku: line for line in order.lines.select_related("variant").order_by("pk")}
+    open_requests = (
+        ReturnLine.objects.filter(return_request__order=order, return_request__state=ReturnRequest.State.REQUESTED)
+        .values("order_line")
+        .annotate(units=Sum("quantity"))
+    )
+    asked = {row["order_line"]: row["units"] for row in open_requests}
+    return {
+        sku: max(0, min(line.quantity_shipped, line.quantity - line.quantity_refunded) - asked.get(line.pk, 0))
+        for sku, line in lines.items()
+    }
+
+
+def return_find(*, pk: int) -> ReturnRequest | None:
+    """A return with what its output shows (its order, lines and refund)."""
+    return (
+        ReturnRequest.objects.filter(pk=pk)
+        .select_related("order", "refund")
+        .prefetch_related("lines__order_line__variant")
+        .first()
+    )
+
+
+def order_list_refund_drift() -> tuple[list[Order], list[OrderLine]]:
+    """Orders whose refunded amount, and lines whose refunded units, differ from the refunds made or under
+    way (not those the provider refused): each is claimed with its refund in one transaction, so any
+    difference is drift for staff to look at. Only orders with refunds are read."""
+    live = Refund.objects.exclude(state=Refund.State.FAILED)
+    amounts = live.filter(order=OuterRef("pk")).values("order").annotate(sum=Sum("amount")).values("sum")
+    orders = (
+        Order.all_objects.filter(Q(amount_refunded__gt=0) | Exists(Refund.objects.filter(order=OuterRef("pk"))))
+        .annotate(refunds_sum=Coalesce(Subquery(amounts), Value(0), output_field=DecimalField()))
+        .exclude(amount_refunded=F("refunds_sum"))
+    )
+    units = (
+        RefundLine.objects.filter(order_line=OuterRef("pk"), refund__in=live)
+        .values("order_line")
+        .annotate(sum=Sum("quantity"))
+        .values("sum")
+    )
+    lines = (
+        OrderLine.objects.filter(
+            Q(quantity_refunded__gt=0) | Exists(RefundLine.objects.filter(order_line=OuterRef("pk")))
+        )
+        .annotate(refund_units=Coalesce(Subquery(units), Value(0)))
+        .exclude(quantity_refunded=F("refund_units"))
+        .select_related("order", "variant")
+    )
+    return list(orders), list(lines)

@@ -24,6 +24,7 @@ from orders.services import (
     payment_event_process,
     payment_list_expire_checkouts,
     payment_list_settle,
+    refund_list_settle,
 )
 from orders.services.emails import order_email_list_send
 from vouchers.selectors import voucher_books
@@ -55,8 +56,10 @@ def sweep_failed_payments() -> int:
 
 @shared_task(autoretry_for=RETRYABLE, retry_backoff=1, retry_backoff_max=30, max_retries=3)
 def settle_payments() -> int:
-    """Charges a payer left neither applied nor refunded (it died, or lost the database at its commit)."""
-    settled = payment_list_settle(older_than=timedelta(seconds=settings.PAYMENT_SETTLE_AFTER_SECONDS))
+    """Charges a payer left neither applied nor refunded (it died, or lost the database at its commit), and
+    refunds claimed but never finished."""
+    older_than = timedelta(seconds=settings.PAYMENT_SETTLE_AFTER_SECONDS)
+    settled = payment_list_settle(older_than=older_than) + refund_list_settle(older_than=older_than)
     if settled:
         logger.info("payment sweep: %d charge(s) settled", settled)
     return settled

@@ -16,19 +16,22 @@ from core.money import money_format
 from orders.checkout import CheckoutSession, connection_loss_refused
 from orders.customers import buyer_of
 from orders.errors import IdempotencyConflict, OrderLinkExpired
+from orders.models import PAID_STATUSES
 from orders.selectors import (
     order_find_by_number,
     order_find_for_customer,
     order_last_shipping_address,
     order_list_for_visitor,
+    order_units_returnable,
     payment_find_in_progress,
     payment_find_refunded_late,
 )
-from orders.services import order_cancel, order_pay, order_place, order_quote
+from orders.services import order_cancel, order_pay, order_place, order_quote, return_request_create
 from orders.services.emails import order_link_check
 from orders.throttling import OrderThrottle
 from shipping.addresses import ADDRESS_FIELDS, address_clean
 from shipping.errors import ShippingMethodUnavailable
+from shipping.selectors import address_book_list
 from shop.cart import cart_clear, cart_set
 from shop.views import cart_lines
 from vouchers.errors import VoucherInvalid
@@ -99,12 +102,13 @@ class CheckoutForm(forms.Form):
         return voucher_code_normal(value) if isinstance(value, str) and len(value.strip()) <= 40 else ""
 
     def for_page(
-        self, *, key: str, email: str = "", method: int | None = None, voucher_shown: str = ""
+        self, *, key: str, email: str = "", method: int | None = None, voucher_shown: str = "", billing_same=True
     ) -> "CheckoutForm":
         """The form the next page shows: with its key, the email that key was submitted with (if kept),
-        ``method`` ticked, the one the totals shown are for, and the voucher they include."""
+        ``method`` ticked, the one the totals shown are for, the voucher they include, and whether the
+        billing address is the shipping address."""
         if not self.is_bound:
-            initial = {"idempotency_key": key, "shipping_method": method, "billing_same": True}
+            initial = {"idempotency_key": key, "shipping_method": method, "billing_same": billing_same}
             return CheckoutForm(initial=initial, offers=self.offers)
         self.data = self.data.copy()  # the errors found stay
         self.data["idempotency_key"] = key
@@ -137,11 +141,15 @@ def checkout(request):
     data = request.POST if request.method == "POST" else None
     ships = any(line["product"].requires_shipping for line in lines)
     shipping_form = billing_form = None
+    book = address_book_list(user=request.user) if ships and request.user.is_authenticated else []
     if ships:
-        last = order_last_shipping_address(customer=request.user) if request.user.is_authenticated else None
-        shipping_form = AddressForm(data, prefix="shipping", initial=last or visitor.last_address or {})
-        billing_same = data is None or bool(data.get("billing_same"))
-        billing_form = None if billing_same else AddressForm(data, prefix="billing")
+        shipping_initial, billing_initial = _checkout_addresses(request, book, visitor)
+        shipping_form = AddressForm(data, prefix="shipping", initial=shipping_initial)
+        if data is None:
+            billing_same = billing_initial is None or billing_initial == shipping_initial
+        else:
+            billing_same = bool(data.get("billing_same"))
+        billing_form = None if billing_same else AddressForm(data, prefix="billing", initial=billing_initial or {})
     chosen = CheckoutForm(data)
     buyer = buyer_of(
         customer=request.user if request.user.is_authenticated else None, email=(data or {}).get("email", "")
@@ -210,7 +218,7 @@ def checkout(request):
         key = visitor.issue_key(unconfirmed=unconfirmed, email=email)
     method = quote.price.shipping_method.id if quote and quote.price and quote.price.shipping_method else None
     shown = quote.price.voucher_code if quote and quote.price else ""
-    form = form.for_page(key=key, email=email, method=method, voucher_shown=shown)
+    form = form.for_page(key=key, email=email, method=method, voucher_shown=shown, billing_same=billing_form is None)
     for line in lines:
         line["short"] = line["product"].sku in shortages
         line["left"] = shortages.get(line["product"].sku)
@@ -224,8 +232,22 @@ def checkout(request):
         "price": quote.price if quote else None,
         "items_total": sum(line["total"] for line in lines),
         "needs_email": not request.user.is_authenticated or not request.user.email,
+        "address_book": book,
     }
     return render(request, "orders/checkout.html", context)
+
+
+def _checkout_addresses(request, book, visitor: CheckoutSession) -> tuple[dict, dict | None]:
+    """The addresses checkout starts from: the book's entry picked (``?address=<id>``) or the default for
+    shipping, else the last one used; and the default billing address, if the book keeps one."""
+    picked = request.GET.get("address", "")
+    chosen = next((entry.address for entry in book if str(entry.pk) == picked), None)
+    default_shipping = next((entry.address for entry in book if entry.is_default_shipping), None)
+    default_billing = next((entry.address for entry in book if entry.is_default_billing), None)
+    if chosen or default_shipping:
+        return chosen or default_shipping, default_billing
+    last = order_last_shipping_address(customer=request.user) if request.user.is_authenticated else None
+    return last or visitor.last_address or {}, default_billing
 
 
 def _checkout_quote(lines, shipping_form, method: int | None, *, voucher: str, buyer: str | None):
@@ -294,14 +316,41 @@ def _order_by_link(request, *, number: str, key: str):
 
 
 def _order_page(request, order, *, own: bool):
-    """The order page; ``own`` (the browser that placed it, or the account that owns it) may pay and cancel."""
+    """The order page; ``own`` (the browser that placed it, or the account that owns it) may pay, cancel
+    and ask to return shipped units."""
+    returnable = order_units_returnable(order) if own and order.status in PAID_STATUSES else {}
     context = {
         "order": order,
         "own": own,
         "payment": payment_find_in_progress(order=order),
         "refunded": payment_find_refunded_late(order=order),
+        "returnable": [
+            (line, returnable[line.variant.sku]) for line in order.lines.all() if returnable.get(line.variant.sku)
+        ],
+        "returns": order.returns.prefetch_related("lines__order_line__variant").select_related("refund"),
     }
     return render(request, "orders/order.html", context)
+
+
+@require_POST
+def order_return_view(request, number: str):
+    """The buyer asks to return shipped units: ``units_<line id>`` per line, and a ``reason``."""
+    order = _order_for(request, number)
+    quantities = {}
+    for line in order.lines_with_variants():
+        raw = request.POST.get(f"units_{line.pk}", "").strip() or "0"
+        if not raw.isdigit() or len(raw) > 6:
+            messages.error(request, f"Give a whole number of units for {line.variant.name}.")
+            return redirect("order-detail", number=order.number)
+        if int(raw):
+            quantities[line.variant.sku] = int(raw)
+    try:
+        return_request_create(order=order, quantities=quantities, reason=request.POST.get("reason", ""))
+    except DomainError as exc:
+        messages.error(request, exc.explain())
+    else:
+        messages.success(request, "Return requested: we email you once we have looked at it.")
+    return redirect("order-detail", number=order.number)
 
 
 @require_POST

@@ -1,7 +1,7 @@
 from django.contrib import admin
 
-from core.admin import SoftDeleteAdmin
-from shipping.models import ShippingMethod, ShippingZone
+from core.admin import ReadOnlyAdminMixin, SoftDeleteAdmin
+from shipping.models import AddressBookEntry, ShippingMethod, ShippingZone
 
 
 class ShippingMethodInline(admin.TabularInline):
@@ -25,3 +25,13 @@ class ShippingZoneAdmin(SoftDeleteAdmin):
     @admin.display(description="methods")
     def method_count(self, zone):
         return zone.methods.filter(is_active=True).count()
+
+
+@admin.register(AddressBookEntry)
+class AddressBookEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Customers' saved addresses (they edit them on their account page)."""
+
+    list_display = ["user", "__str__", "is_default_shipping", "is_default_billing"]
+    list_select_related = ["user"]
+    search_fields = ["user__username", "user__email"]
+    fields = readonly_fields = ["user", "address", "is_default_shipping", "is_default_billing", "created_at"]

@@ -1,11 +1,13 @@
 from decimal import Decimal
 
+from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import F, Q
 from django_countries.fields import CountryField
 
 from core.models import BaseModel
+from shipping.addresses import address_lines
 
 
 class ShippingZone(BaseModel):
@@ -57,3 +59,24 @@ class ShippingMethod(BaseModel):
 
     def __str__(self):
         return f"{self.name} ({self.zone})"
+
+
+class AddressBookEntry(BaseModel):
+    """An address a customer keeps for checkout (``shipping.services``): one may be their default for
+    shipping and one for billing. Orders keep their own copies, so editing an entry changes no order."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="address_book")
+    address = models.JSONField()  # ``shipping.addresses.ADDRESS_FIELDS``, as ``address_clean`` returns them
+    is_default_shipping = models.BooleanField(default=False)
+    is_default_billing = models.BooleanField(default=False)
+
+    class Meta(BaseModel.Meta):
+        ordering = ["-is_default_shipping", "-is_default_billing", "id"]
+        verbose_name_plural = "address book entries"
+
+    def __str__(self):
+        return ", ".join(address_lines(self.address))
+
+    @property
+    def lines(self) -> list[str]:
+        return address_lines(self.address)

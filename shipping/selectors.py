@@ -3,9 +3,9 @@
 from decimal import Decimal
 from typing import NamedTuple
 
-from django.db import connection
+from django.db import connection, models
 
-from shipping.models import ShippingMethod, ShippingZone
+from shipping.models import AddressBookEntry, ShippingMethod, ShippingZone
 
 
 class ShippingOffer(NamedTuple):
@@ -61,3 +61,26 @@ def shipping_offers_for(
 def shipping_country_served(methods: list[ShippingOffer], *, country: str) -> bool:
     """Whether any zone covers ``country`` (whatever the parcel weighs)."""
     return any(country in method.countries for method in methods)
+
+
+def address_book_list(*, user) -> list[AddressBookEntry]:
+    """The user's addresses, the default for shipping first."""
+    return list(AddressBookEntry.objects.filter(user=user))
+
+
+def address_book_get(*, user, pk) -> AddressBookEntry | None:
+    """One of the user's entries; another user's is as good as missing."""
+    return AddressBookEntry.objects.filter(user=user, pk=pk).first()
+
+
+def address_book_defaults(*, user) -> tuple[dict | None, dict | None]:
+    """The user's default shipping and billing addresses (None where they keep none)."""
+    shipping = billing = None
+    for entry in AddressBookEntry.objects.filter(user=user).filter(
+        models.Q(is_default_shipping=True) | models.Q(is_default_billing=True)
+    ):
+        if entry.is_default_shipping:
+            shipping = entry.address
+        if entry.is_default_billing:
+            billing = entry.address
+    return shipping, billing

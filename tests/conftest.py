@@ -23,6 +23,7 @@ from orders.services import order_pay, payment_event_process, payment_event_rece
 from shipping.models import ShippingMethod, ShippingZone
 from shop.models import Product, ProductVariant
 from tax.models import TaxClass, TaxRate
+from tests.smtp import smtp_inbox
 from vouchers.models import Voucher
 
 _sku_numbers = itertools.count(1)
@@ -193,8 +194,8 @@ def local_webhooks(monkeypatch) -> list[int]:
     HTTP (the browser and worker tests send them for real); the endpoint's answers, in order."""
     answers = []
 
-    def send_now(provider, event_type: str, *, payment) -> None:
-        payload = json.dumps(local_event(event_type, payment=payment)).encode()
+    def send_now(provider, event_type: str, *, payment, refunded=None) -> None:
+        payload = json.dumps(local_event(event_type, payment=payment, refunded=refunded)).encode()
         signature = webhook_sign(payload, secret=local_webhook_secret())
         response = Client().post(
             "/payments/local/webhook/", payload, content_type="application/json", HTTP_STRIPE_SIGNATURE=signature
@@ -203,6 +204,13 @@ def local_webhooks(monkeypatch) -> list[int]:
 
     monkeypatch.setattr(LocalProvider, "webhook_send", send_now)
     return answers
+
+
+@pytest.fixture
+def inbox(settings):
+    """A real SMTP server (tests.smtp) the shop's emails go through; its messages are ``inbox.take()``."""
+    with smtp_inbox(settings) as handler:
+        yield handler
 
 
 @pytest.fixture
@@ -288,7 +296,7 @@ def shop_staff(staff_user):
 
     staff_user.user_permissions.add(
         *Permission.objects.filter(
-            content_type__app_label__in=["shop", "inventory", "orders", "shipping", "tax", "vouchers"]
+            content_type__app_label__in=["shop", "inventory", "orders", "shipping", "tax", "vouchers", "accounts"]
         )
     )
     return staff_user

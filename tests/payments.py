@@ -16,7 +16,8 @@ class RecordingProvider(LocalProvider):
     during_checkout = None
     during_refund = None
     checkouts: list = []
-    refunds: list = []
+    refunds: list = []  # the payments asked to refund, by reference
+    refund_requests: list = []  # (reference, amount, idempotency key) of each request
     expired: list = []
 
     def checkout_start(self, *, order, **checkout):
@@ -26,8 +27,9 @@ class RecordingProvider(LocalProvider):
             hook(order)
         return super().checkout_start(order=order, **checkout)
 
-    def refund(self, *, payment):
+    def refund(self, *, payment, amount=None, key=""):
         RecordingProvider.refunds.append(payment.reference)
+        RecordingProvider.refund_requests.append((payment.reference, amount, key))
         if RecordingProvider.during_refund:
             hook, RecordingProvider.during_refund = RecordingProvider.during_refund, None
             hook(payment)
@@ -37,7 +39,8 @@ class RecordingProvider(LocalProvider):
 
     @classmethod
     def reset(cls) -> None:
-        cls.checkouts, cls.refunds, cls.expired, cls.during_checkout, cls.during_refund = [], [], [], None, None
+        cls.checkouts, cls.refunds, cls.refund_requests, cls.expired = [], [], [], []
+        cls.during_checkout = cls.during_refund = None
 
 
 def place(customer, key, quantity=2, sku="MUG"):

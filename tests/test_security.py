@@ -16,8 +16,8 @@ from django.test import Client, RequestFactory
 from rest_framework.test import APIClient
 
 from config import error_views
-from config.api import LoginThrottle
 from core.db import SERVER_GONE
+from core.throttling import LoginThrottle
 from tests.conftest import client_for
 from tests.faults.conftest import mysql_session
 from tests.processes import wait_for
@@ -219,7 +219,7 @@ def web_login(username: str, password: str, ip: str = "10.0.4.1", path: str = "/
 def test_the_login_page_shows_a_429_page_after_too_many_failures(customer, bob):
     for _ in range(RATE):
         _, response = web_login("alice", "wrong")
-        assert response.status_code == 200 and "Wrong username or password." in response.content.decode()
+        assert response.status_code == 200 and "Wrong username, email or password." in response.content.decode()
     client, response = web_login("alice", "pw-alice-123")
     assert response.status_code == 429
     assert 1 <= int(response["Retry-After"]) <= 60

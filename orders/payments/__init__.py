@@ -66,8 +66,9 @@ class PaymentProvider(Protocol):
         """Stop the payment's checkout taking money. Idempotent. True if it is closed now (else its
         webhook tells: closed, or paid just before)."""
 
-    def refund(self, *, payment) -> None:
-        """Refund what is left of the payment; asked twice, it refunds once. The outcome arrives as a webhook."""
+    def refund(self, *, payment, amount: Decimal | None = None, key: str = "") -> None:
+        """Refund ``amount`` of the payment (None: what is left of it); asked twice with the same ``key`` (by
+        default one per payment), it refunds once. The provider's webhook tells what it refunded in all."""
 
     def webhook_verify(self, payload: bytes, headers) -> dict:
         """The event a webhook carries, once its signature checks out; ``WebhookRefused`` otherwise. The

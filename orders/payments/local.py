@@ -14,8 +14,10 @@ from decimal import Decimal
 
 from celery import current_app
 from django.conf import settings
+from django.db.models import Sum
 from django.urls import reverse
 
+from orders.models import Refund
 from orders.payments import Checkout, PaymentOutcome, payment_metadata
 from orders.payments.stripe import event_outcome, minor_units, webhook_event_verify
 
@@ -40,8 +42,14 @@ class LocalProvider:
         self.webhook_send("checkout.session.expired", payment=payment)
         return False  # its webhook tells
 
-    def refund(self, *, payment) -> None:
-        self.webhook_send("charge.refunded", payment=payment)
+    def refund(self, *, payment, amount: Decimal | None = None, key: str = "") -> None:
+        refunded = None
+        if amount is not None:  # what Stripe would report: every refund asked of this payment so far
+            asked = (
+                Refund.objects.filter(payment=payment).exclude(state=Refund.State.FAILED).aggregate(sum=Sum("amount"))
+            )
+            refunded = min(payment.amount, max(asked["sum"] or 0, amount))
+        self.webhook_send("charge.refunded", payment=payment, refunded=refunded)
 
     def webhook_verify(self, payload: bytes, headers) -> dict:
         return webhook_event_verify(payload, headers.get("Stripe-Signature", ""), secret=local_webhook_secret())
@@ -49,12 +57,11 @@ class LocalProvider:
     def event_outcome(self, event: dict) -> PaymentOutcome | None:
         return event_outcome(event)
 
-    def webhook_send(self, event_type: str, *, payment) -> None:
+    def webhook_send(self, event_type: str, *, payment, refunded: Decimal | None = None) -> None:
         """Have a task send Stripe's ``event_type`` event about ``payment`` to ``LOCAL_PAYMENTS_WEBHOOK_URL``."""
+        event = local_event(event_type, payment=payment, refunded=refunded)
         # Enqueued by name: orders.tasks imports this module.
-        current_app.send_task(
-            LOCAL_WEBHOOK_SEND, args=[local_event(event_type, payment=payment), settings.LOCAL_PAYMENTS_WEBHOOK_URL]
-        )
+        current_app.send_task(LOCAL_WEBHOOK_SEND, args=[event, settings.LOCAL_PAYMENTS_WEBHOOK_URL])
 
 
 def local_webhook_secret() -> str:
@@ -64,20 +71,22 @@ def local_webhook_secret() -> str:
     return f"whsec_local_{key.hexdigest()}"
 
 
-def local_event(event_type: str, *, payment) -> dict:
-    """A Stripe-shaped event about ``payment``, as the local provider sends it: a refund is of all of it."""
+def local_event(event_type: str, *, payment, refunded: Decimal | None = None) -> dict:
+    """A Stripe-shaped event about ``payment``, as the local provider sends it; a ``charge.refunded`` says
+    ``refunded`` went back so far (None: all of it)."""
     metadata = payment_metadata(payment.order, payment.attempt)
     payment_intent = payment.provider_payment or f"pi_local_{payment.reference.removeprefix('cs_local_')}"
     currency = payment.currency.lower()
     if event_type == "charge.refunded":
         amount = minor_units(payment.amount, payment.currency)
+        so_far = amount if refunded is None else minor_units(refunded, payment.currency)
         obj = {
             "object": "charge",
             "id": f"ch_local_{payment.reference.removeprefix('cs_local_')}",
             "payment_intent": payment_intent,
             "amount": amount,
-            "amount_refunded": amount,
-            "refunded": True,
+            "amount_refunded": so_far,
+            "refunded": so_far == amount,
             "currency": currency,
             "metadata": metadata,
         }
@@ -92,5 +101,5 @@ def local_event(event_type: str, *, payment) -> dict:
             "currency": currency,
             "metadata": metadata,
         }
-    event_id = hashlib.sha256(f"{event_type}:{payment.reference}".encode()).hexdigest()[:24]
+    event_id = hashlib.sha256(f"{event_type}:{payment.reference}:{refunded}".encode()).hexdigest()[:24]
     return {"id": f"evt_local_{event_id}", "object": "event", "type": event_type, "data": {"object": obj}}

@@ -173,14 +173,16 @@ class StripeProvider:
             return False
         return session.status == "expired"
 
-    def refund(self, *, payment) -> None:
+    def refund(self, *, payment, amount: Decimal | None = None, key: str = "") -> None:
+        params = {
+            "payment_intent": payment.provider_payment,
+            "metadata": payment_metadata(payment.order, payment.attempt),
+        }
+        if amount is not None:
+            params["amount"] = minor_units(amount, payment.currency)
         try:
             self._client().v1.refunds.create(
-                params={
-                    "payment_intent": payment.provider_payment,
-                    "metadata": payment_metadata(payment.order, payment.attempt),
-                },
-                options={"idempotency_key": f"refund-{payment.reference}"},
+                params=params, options={"idempotency_key": key or f"refund-{payment.reference}"}
             )
         except stripe.InvalidRequestError as exc:
             if exc.code != "charge_already_refunded":  # refunded in the dashboard: its webhook is on its way

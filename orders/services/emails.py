@@ -1,10 +1,12 @@
 """Emails to buyers about their orders, sent by a Celery beat task from the orders' states.
 
-Which email an order is due follows from what it is now (placed, paid, failed, expired, refunded, or
-paid too late and refunded), and each kind is sent at most once per order (``OrderEmail``, unique per
-order and kind); each shipment is emailed once (``Shipment.emailed_at``). So placing an order, the hot
-path of a flash sale, enqueues nothing; an email waits at most ``ORDER_EMAIL_SWEEP_SECONDS`` after the
-commit; and a broker or mail server that is down delays emails without losing them.
+Which email an order is due follows from what it is now (placed, paid, failed, expired, or paid too
+late and refunded), and each kind is sent at most once per order (``OrderEmail``, unique per order and
+kind); each shipment and each refund is emailed once (``Shipment.emailed_at``, ``Refund.emailed_at``),
+and each step of a return (``ReturnRequest.emailed_state``), whose acceptance says what was refunded.
+So placing an order, the hot path of a flash sale, enqueues nothing; an email waits at most
+``ORDER_EMAIL_SWEEP_SECONDS`` after the commit; and a broker or mail server that is down delays emails
+without losing them.
 """
 
 import logging
@@ -14,13 +16,14 @@ from django.conf import settings
 from django.core import signing
 from django.core.mail import EmailMultiAlternatives
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Exists, F, OuterRef, QuerySet
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 
+from core.money import money_format
 from orders.errors import OrderLinkExpired
-from orders.models import PAID_STATUSES, Order, OrderEmail, Payment, Shipment
+from orders.models import PAID_STATUSES, Order, OrderEmail, Payment, Refund, ReturnRequest, Shipment
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +33,6 @@ SUBJECTS = {
     Kind.PAID: "Order {number}: paid, thank you",
     Kind.PAYMENT_FAILED: "Order {number}: the payment failed",
     Kind.EXPIRED: "Order {number}: the reservation expired",
-    Kind.REFUNDED: "Order {number}: refunded",
     Kind.LATE_PAYMENT_REFUNDED: "Order {number}: your payment came too late and was refunded",
 }
 ORDER_LINK_SALT = "orders.order-link"
@@ -68,7 +70,6 @@ def order_email_list_due(*, since: timedelta, limit: int = 500) -> list[tuple[Or
         (recent.filter(status__in=PAID_STATUSES), Kind.PAID),
         (recent.filter(status=Order.Status.PAYMENT_FAILED), Kind.PAYMENT_FAILED),
         (recent.filter(status=Order.Status.EXPIRED), Kind.EXPIRED),
-        (recent.filter(status=Order.Status.REFUNDED), Kind.REFUNDED),
         (recent.exclude(status=Order.Status.REFUNDED).filter(Exists(late_refunds)), Kind.LATE_PAYMENT_REFUNDED),
     ]
     due = []
@@ -145,6 +146,77 @@ def shipment_email_send(*, shipment: Shipment) -> bool:
     return True
 
 
+def refund_email_send(*, refund: Refund) -> bool:
+    """Email the buyer a refund, with its lines and amount, unless it was; True if this call sent it.
+
+    Claimed first (``emailed_at`` set only if unset), so two sweeps send it once; if sending fails the
+    claim is dropped and the next sweep tries again.
+    """
+    if not Refund.objects.filter(pk=refund.pk, emailed_at__isnull=True).update(emailed_at=timezone.now()):
+        return False
+    order = refund.order
+    recipient = order.email or (order.customer.email if order.customer else "")
+    if not recipient:
+        logger.info("order %s has no email address: no email of refund %s", order, refund.pk)
+        return False
+    last = order.refunds.filter(state=Refund.State.SUCCEEDED).order_by("-pk").values_list("pk", flat=True).first()
+    completes = order.status == Order.Status.REFUNDED and last == refund.pk  # the order is refunded in full
+    context = {"order": order, "refund": refund, "completes": completes, "link": order_link(order)}
+    subject = "refunded" if completes else f"{money_format(refund.amount, order.currency)} refunded"
+    message = EmailMultiAlternatives(
+        subject=f"Order {order.number}: {subject}",
+        body=render_to_string("orders/email/refund.txt", context),
+        to=[recipient],
+    )
+    message.attach_alternative(render_to_string("orders/email/refund.html", context), "text/html")
+    try:
+        message.send()
+    except Exception:
+        Refund.objects.filter(pk=refund.pk).update(emailed_at=None)
+        raise
+    logger.info("sent the email of refund %s of order %s", refund.pk, order)
+    return True
+
+
+RETURN_SUBJECTS = {
+    ReturnRequest.State.REQUESTED: "Order {number}: we have your return request",
+    ReturnRequest.State.ACCEPTED: "Order {number}: return accepted, {amount} refunded",
+    ReturnRequest.State.REFUSED: "Order {number}: return not accepted",
+}
+
+
+def return_email_send(*, return_request: ReturnRequest) -> bool:
+    """Email the buyer the step their return is at (asked, accepted with its refund, or refused), unless
+    they were told it; True if this call sent it. Claimed first, and dropped if sending fails."""
+    state = return_request.state
+    if not ReturnRequest.objects.filter(pk=return_request.pk, emailed_state=return_request.emailed_state).update(
+        emailed_state=state
+    ):
+        return False
+    order = return_request.order
+    recipient = order.email or (order.customer.email if order.customer else "")
+    if not recipient:
+        logger.info("order %s has no email address: no email of return %s", order, return_request.pk)
+        return False
+    context = {"order": order, "return_request": return_request, "link": order_link(order)}
+    amount = money_format(return_request.refund.amount, order.currency) if return_request.refund else ""
+    message = EmailMultiAlternatives(
+        subject=RETURN_SUBJECTS[state].format(number=order.number, amount=amount),
+        body=render_to_string("orders/email/return.txt", context),
+        to=[recipient],
+    )
+    message.attach_alternative(render_to_string("orders/email/return.html", context), "text/html")
+    try:
+        message.send()
+    except Exception:
+        ReturnRequest.objects.filter(pk=return_request.pk, emailed_state=state).update(
+            emailed_state=return_request.emailed_state
+        )
+        raise
+    logger.info("sent the %s email of return %s of order %s", state, return_request.pk, order)
+    return True
+
+
 def order_email_list_send() -> int:
     """Send every email that is due; how many were sent. One that fails waits for the next sweep."""
     sent = 0
@@ -160,6 +232,31 @@ def order_email_list_send() -> int:
             sent += shipment_email_send(shipment=shipment)
         except Exception:
             logger.exception("the email of shipment %s could not be sent; the next sweep tries again", shipment.pk)
+    refunds = (
+        Refund.objects.filter(state=Refund.State.SUCCEEDED, emailed_at__isnull=True, created_at__gte=since)
+        .exclude(source=Refund.Source.RETURN)  # the return's email says it
+        .select_related("order__customer")
+        .prefetch_related("lines__order_line__variant")
+        .order_by("pk")[:500]
+    )
+    for refund in refunds:
+        try:
+            sent += refund_email_send(refund=refund)
+        except Exception:
+            logger.exception("the email of refund %s could not be sent; the next sweep tries again", refund.pk)
+    returns = (
+        ReturnRequest.objects.exclude(emailed_state=F("state"))
+        .exclude(state=ReturnRequest.State.ACCEPTED, refund__state=Refund.State.REQUESTED)  # told once refunded
+        .filter(updated_at__gte=since)
+        .select_related("order__customer", "refund")
+        .prefetch_related("lines__order_line__variant")
+        .order_by("pk")[:500]
+    )
+    for return_request in returns:
+        try:
+            sent += return_email_send(return_request=return_request)
+        except Exception:
+            logger.exception("the email of return %s could not be sent; the next sweep tries again", return_request.pk)
     for order, kind in order_email_list_due(since=timedelta(seconds=settings.ORDER_EMAIL_WINDOW_SECONDS)):
         try:
             sent += order_email_send(order=order, kind=kind)

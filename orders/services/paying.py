@@ -3,8 +3,7 @@
 A charge is refunded only when its order definitely cannot be paid (failed or cancelled, expired with
 its stock gone, paid by another payment). A busy or unreachable stock lock, or a database that cannot
 answer, is transient: the error propagates, the task retries, and the settle sweep applies what every
-retry missed. A refund confirmed by the provider changes the order only if it refunds the payment that
-paid it, and only once all of it is refunded.
+retry missed. Refunds of the payment that paid the order are ``orders.services.refunds``'s.
 """
 
 import logging
@@ -21,8 +20,8 @@ from core.errors import DomainError
 from inventory.errors import InsufficientStock
 from inventory.models import Reservation
 from inventory.section import stock_section
-from inventory.services import stock_reserve, stock_restock
-from orders.errors import OrderExpired, OrderNotPayable, OrderNotRefundable, PaymentNotApplied, RefundFailed
+from inventory.services import stock_reserve
+from orders.errors import OrderExpired, OrderNotPayable, PaymentNotApplied
 from orders.models import PAID_STATUSES, Order, Payment
 from orders.payments import PaymentOutcome, payment_provider, provider_for
 from orders.pricing import order_price
@@ -42,12 +41,11 @@ from orders.services.lifecycle import (
 )
 from orders.services.limits import order_lines_check_limits
 from orders.services.quoting import pricing_rules
+from orders.services.refunds import payment_refunds_record
 from shop.selectors import variant_map_orderable
 from vouchers.errors import VoucherInvalid
 from vouchers.selectors import vouchers_read
-from vouchers.services import voucher_use_release, voucher_use_reserve_again
-
-REFUND_RESTOCK = "refund_restock"  # the ledger reason of units a refund puts back on hand
+from vouchers.services import voucher_use_reserve_again
 
 logger = logging.getLogger(__name__)
 
@@ -167,50 +165,12 @@ def payment_closed(*, payment: Payment) -> Payment:
 
 def payment_refund_confirmed(*, payment: Payment, refunded: Decimal | None = None) -> Payment:
     """The provider says ``refunded`` of the payment went back so far (None: all of it), ours or one made
-    in its dashboard. Recorded; once all of it is refunded the payment is refunded (a success that
-    arrives later then changes nothing), and if it paid its order, the order is refunded."""
+    in its dashboard. Of a charge never applied: once all of it is refunded the payment is refunded (a
+    success that arrives later then changes nothing). Of the one that paid its order: recorded against
+    the order's refunds (``orders.services.refunds``)."""
     _payment_refunded(payment, refunded=refunded)
     payment.refresh_from_db()
     return payment
-
-
-def order_refund(*, order: Order, restock: bool, actor=None) -> Order:
-    """Refund a paid order in full through the provider of the payment that paid it; with ``restock`` its
-    units go back on hand (ledger reason ``refund_restock``). Refunded already: the same order.
-
-    The restock is recorded on the payment before the provider is asked, so it happens exactly once
-    in the transaction that turns the order refunded: here, or in the provider's webhook if that
-    arrives first.
-    """
-    with stock_section(skus=order.skus):
-        order = order_reload(order)
-        if order.status == Status.REFUNDED:
-            return order
-        if order.status not in PAID_STATUSES:
-            raise OrderNotRefundable(number=order.number, status=order.status)
-        claimed = Payment.objects.filter(
-            order=order,
-            reference=order.payment_reference,
-            state__in=[Payment.State.CAPTURED, Payment.State.REFUNDING],
-        ).update(state=Payment.State.REFUNDING, refund_restock=restock, refund_requested_by=actor)
-        if not claimed:  # refunded in the provider's dashboard meanwhile: its webhook is on its way
-            raise OrderNotRefundable(number=order.number, status=order.status)
-    payment = Payment.objects.select_related("order").get(order=order, reference=order.payment_reference)
-    try:
-        provider_for(payment.provider).refund(payment=payment)  # idempotent per payment: a retry refunds once
-    except Exception as exc:
-        # Nothing was refunded: the payment is captured again, and staff are told (no sweep retries it).
-        Payment.objects.filter(pk=payment.pk, state=Payment.State.REFUNDING).update(state=Payment.State.CAPTURED)
-        logger.exception("order %s: the provider refused to refund %s", order, payment)
-        raise RefundFailed(number=order.number, reason=str(exc)[:200]) from exc
-    try:
-        _payment_refunded(payment, refunded=None)
-    except DomainError as busy:
-        if not busy.transient:
-            raise
-        # The provider's webhook, or the settle sweep, finishes it.
-        logger.warning("order %s: refund of %s sent; finishing it waits (%s)", order, payment, busy)
-    return order_reload(order)
 
 
 def _payment_apply(order: Order, payment: Payment) -> tuple[Order, bool]:
@@ -245,50 +205,24 @@ def _payment_refund(payment: Payment, *, resume: bool = False) -> None:
         return
     provider_for(payment.provider).refund(payment=payment)
     if _payment_refunded(payment, refunded=None):
-        return
-    if payment.order.payment_reference != payment.reference:
         logger.warning("payment %s for order %s refunded: it was not applied", payment.reference, payment.order)
 
 
 def _payment_refunded(payment: Payment, *, refunded: Decimal | None) -> bool:
-    """Record that ``refunded`` of the payment went back (None: all). Once all of it has, the payment is
-    refunded, and if it paid its order, the order turns refunded and, if staff asked, its units go back
-    on hand: one transaction, once, whoever gets here first. True if this call refunded the order."""
-    with stock_section(skus=payment.order.skus):
+    """Record that ``refunded`` of a charge never applied went back (None: all); once all of it has, the
+    payment is refunded. True if it is. The payment that paid its order is ``payment_refunds_record``'s."""
+    with stock_section(skus=payment.order.skus):  # its order may be paying with it this very moment
+        order = Order.all_objects.get(pk=payment.order_id)
+        if order.payment_reference == payment.reference:
+            payment_refunds_record(payment=payment, refunded=refunded)
+            return False
         total = payment.amount if refunded is None else min(refunded, payment.amount)
         Payment.objects.filter(pk=payment.pk, amount_refunded__lt=total).update(amount_refunded=total)
         if total < payment.amount:
             logger.warning("payment %s for order %s: %s of %s refunded", payment, payment.order, total, payment.amount)
             return False
         Payment.objects.filter(pk=payment.pk).exclude(state=Payment.State.REFUNDED).update(state=Payment.State.REFUNDED)
-        order = Order.all_objects.get(pk=payment.order_id)  # staff may have deleted a paid order since
-        if order.payment_reference != payment.reference:
-            return False  # a charge never applied: its order is not this payment's to refund
-        if not order_transition(order, from_statuses=PAID_STATUSES, to=Status.REFUNDED):
-            return False
-        payment = Payment.objects.get(pk=payment.pk)
-        if payment.refund_restock:
-            for line in order.lines_with_variants():
-                _line_restock(line, actor=payment.refund_requested_by)
-        if order.voucher_code and settings.VOUCHER_RELEASE_ON_REFUND:
-            voucher_use_release(order_id=order.pk, committed=True)
-    logger.info(
-        "order %s refunded with payment %s%s", order, payment, ", units restocked" if payment.refund_restock else ""
-    )
     return True
-
-
-def _line_restock(line, *, actor) -> None:
-    """Put a refunded line's units back on hand. A line that cannot be restocked (its product deleted since)
-    is logged for staff and skipped: the money went back, and the refund is recorded regardless."""
-    try:
-        with transaction.atomic():
-            stock_restock(sku=line.variant.sku, quantity=line.quantity, reason=REFUND_RESTOCK, actor=actor)
-    except DomainError as refusal:
-        logger.error(
-            "order %s refunded, but %d unit(s) of %s not restocked (%s): restock them by hand",
-            line.order_id, line.quantity, line.variant.sku, refusal.as_text(),
-        )  # fmt: skip
 
 
 def payment_settle(*, payment: Payment, lock_wait: float | None = None) -> Payment:

@@ -310,7 +310,8 @@ def _order_from_placed(request: "_PlaceRequest", placed: "_Placed") -> Order:
         order_line.order = order
         order_line.variant = from_row(ProductVariant, {"id": line.variant_id, "sku": requested.sku, "name": line.name})
         lines.append(order_line)
-    return prefetched_set(prefetched_set(order, "lines", lines), "shipments", [])  # a new order has none
+    order = prefetched_set(prefetched_set(order, "lines", lines), "shipments", [])  # a new order has none
+    return prefetched_set(prefetched_set(order, "refunds", []), "returns", [])
 
 
 def _voucher_code_check(voucher) -> str:

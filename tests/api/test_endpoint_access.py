@@ -13,9 +13,10 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.test import APIClient
 
 from config.error_views import API_PREFIX
-from orders.models import Order
+from orders.models import Order, ReturnRequest
 from orders.services import order_place
-from tests.conftest import client_for
+from shipping.services import address_book_add
+from tests.conftest import ADDRESS_DE, ADDRESS_US, client_for
 
 METHODS = ["GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"]
 ROLES = ["anonymous", "stranger", "owner", "staff"]  # stranger: a customer who does not own the order
@@ -78,6 +79,19 @@ EXPECTED = {
         "OPTIONS": STAFF_ONLY,
         "other": STAFF_REFUSED,
     },
+    # The owner asks to return units of their own order; this one shipped nothing yet.
+    "api:order-returns": {
+        "POST": by_role(NOT_AUTHENTICATED, NOT_FOUND, (409, "return_not_allowed"), NOT_FOUND),
+        "OPTIONS": CUSTOMERS,
+        "other": CUSTOMERS_REFUSED,
+    },
+    # Staff with refund_order decide any return; accepting this one refunds an order not paid yet.
+    "api:return-accept": {
+        "POST": by_role(NOT_AUTHENTICATED, PERMISSION_DENIED, PERMISSION_DENIED, (409, "order_not_refundable")),
+        "OPTIONS": STAFF_ONLY,
+        "other": STAFF_REFUSED,
+    },
+    "api:return-refuse": {"POST": STAFF_ONLY, "OPTIONS": STAFF_ONLY, "other": STAFF_REFUSED},
     "api:stock-detail": {
         "GET": STAFF_ONLY,
         "HEAD": STAFF_ONLY,
@@ -86,6 +100,37 @@ EXPECTED = {
         "other": STAFF_REFUSED,
     },
     "api:stock-movements": {"GET": STAFF_ONLY, "HEAD": STAFF_ONLY, "OPTIONS": STAFF_ONLY, "other": STAFF_REFUSED},
+    # Signing up, verifying and resetting need no account (and ignore a token sent).
+    "api:account-signup": {"POST": each(CREATED), "OPTIONS": each(OK), "other": each(NOT_ALLOWED)},
+    "api:account-verify": {
+        "POST": each((400, "verification_invalid")),
+        "OPTIONS": each(OK),
+        "other": each(NOT_ALLOWED),
+    },
+    "api:account-verify-resend": {"POST": each((202, None)), "OPTIONS": each(OK), "other": each(NOT_ALLOWED)},
+    "api:account-password-reset": {"POST": each((202, None)), "OPTIONS": each(OK), "other": each(NOT_ALLOWED)},
+    "api:account-password-reset-confirm": {
+        "POST": each((400, "invalid_input")),
+        "OPTIONS": each(OK),
+        "other": each(NOT_ALLOWED),
+    },
+    "api:account-me": {"GET": CUSTOMERS, "HEAD": CUSTOMERS, "OPTIONS": CUSTOMERS, "other": CUSTOMERS_REFUSED},
+    "api:account-addresses": {
+        "GET": CUSTOMERS,
+        "HEAD": CUSTOMERS,
+        "OPTIONS": CUSTOMERS,
+        "POST": by_role(NOT_AUTHENTICATED, CREATED, CREATED, CREATED),
+        "other": CUSTOMERS_REFUSED,
+    },
+    # Each customer's own addresses; another's is as good as missing.
+    "api:account-address": {
+        "GET": OWNER_ONLY,
+        "HEAD": OWNER_ONLY,
+        "PATCH": OWNER_ONLY,
+        "DELETE": by_role(NOT_AUTHENTICATED, NOT_FOUND, NO_CONTENT, NOT_FOUND),
+        "OPTIONS": CUSTOMERS,
+        "other": CUSTOMERS_REFUSED,
+    },
     # Anyone may try to log in (with the owner's credentials here).
     "api:auth-token": {"POST": each(OK), "OPTIONS": each(OK), "other": each(NOT_ALLOWED)},
     # A caller revokes the token it sends.
@@ -145,7 +190,10 @@ def world(make_variant, customer, django_user_model, shop_staff):
         "owner": client_for(customer),
         "staff": client_for(shop_staff),
     }
-    return {"order": order, "clients": clients, "args": {"sku": "MUG", "number": order.number}}
+    returned = ReturnRequest.objects.create(order=order)  # as if asked: what staff decide
+    address = address_book_add(user=customer, address=ADDRESS_DE)
+    args = {"sku": "MUG", "number": order.number, "pk": returned.pk, "address_id": address.pk}
+    return {"order": order, "clients": clients, "args": args}
 
 
 BODIES = {
@@ -155,6 +203,15 @@ BODIES = {
     "api:order-pay": {},
     "api:order-refund": {"restock": True},
     "api:order-ship": {"carrier": "DHL", "tracking_number": "00340434161094015902"},
+    "api:order-returns": {"lines": [{"sku": "MUG", "quantity": 1}], "reason": "too big"},
+    "api:return-refuse": {"answer": "Not ours to take back."},
+    "api:account-signup": {"username": "newbie", "email": "newbie@example.com", "password": "a-long-passphrase-42"},
+    "api:account-verify": {"token": "not-a-token"},
+    "api:account-verify-resend": {"email": "newbie@example.com"},
+    "api:account-password-reset": {"email": "alice@example.com"},
+    "api:account-password-reset-confirm": {"uid": "MQ", "token": "x-y", "new_password": "a-long-passphrase-42"},
+    "api:account-addresses": {"address": ADDRESS_US},
+    "api:account-address": {"is_default_billing": True},
     "api:stock-detail": {"delta": 1, "reason": "access test"},
     "api:auth-token": {"username": "alice", "password": "pw-alice-123"},
 }
@@ -174,7 +231,8 @@ def code_of(response) -> str | None:
     if not response.content:
         return None
     if content_type.startswith("application/json"):
-        return response.json().get("code")
+        body = response.json()
+        return body.get("code") if isinstance(body, dict) else None  # a list (of addresses, say) is no refusal
     if content_type.startswith("application/vnd.oai.openapi"):  # the schema view answers in YAML
         body = yaml.safe_load(response.content)
         return body.get("code") if isinstance(body, dict) and "openapi" not in body else None

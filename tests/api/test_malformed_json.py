@@ -9,8 +9,10 @@ import pytest
 from drf_spectacular.generators import SchemaGenerator
 
 from config.error_views import API_PREFIX
+from orders.models import ReturnRequest
 from orders.services import order_place
-from tests.conftest import client_for
+from shipping.services import address_book_add
+from tests.conftest import ADDRESS_DE, client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -37,7 +39,13 @@ def test_deeply_nested_json_is_refused_as_malformed(method, path, shop_staff, ma
     """As shop staff, owning the order: every permission passes, so the body is what gets read."""
     make_variant(sku="MUG", stock=5)
     order = order_place(customer=shop_staff, items=[{"sku": "MUG", "quantity": 1}], idempotency_key="k")
-    url = re.sub(r"\{sku\}", "MUG", re.sub(r"\{number\}", order.number, path))
+    ids = {
+        "sku": "MUG",
+        "number": order.number,
+        "id": ReturnRequest.objects.create(order=order).pk,
+        "address_id": address_book_add(user=shop_staff, address=ADDRESS_DE).pk,
+    }
+    url = re.sub(r"\{(\w+)\}", lambda name: str(ids[name.group(1)]), path)
 
     response = client_for(shop_staff).generic(
         method, url, NESTED, content_type="application/json", HTTP_IDEMPOTENCY_KEY="nested"

@@ -68,10 +68,10 @@ class LedgerProvider(RecordingProvider):
 
     ledger = ""  # set before the processes fork
 
-    def refund(self, *, payment):
-        super().refund(payment=payment)
+    def refund(self, *, payment, amount=None, key=""):
+        super().refund(payment=payment, amount=amount, key=key)
         with open(LedgerProvider.ledger, "a") as ledger:  # one short append: whole lines, whoever writes
-            ledger.write(f"refund-{payment.reference}\n")
+            ledger.write(f"{key or f'refund-{payment.reference}'}\n")
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from inventory.models import StockMovement
 from orders.admin import OrderAdmin
 from orders.models import Order, Payment
 from orders.payments.local import LocalProvider, local_event
-from orders.services import order_cancel, order_expire, order_place
+from orders.services import order_cancel, order_expire, order_place, refund_list_settle
 from tests.conftest import assert_books_balance, messages_of, pay, stock_of, webhook_deliver
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -64,10 +64,10 @@ def test_the_order_pages_open_and_are_read_only(staff_admin, make_variant):
     [row] = changelist.context["cl"].result_list
     assert (row.number, row.status, str(row.total)) == (order.number, "awaiting_payment", "45.00")
     assert page.context["title"] == "View order"
-    lines, shipments, payments = page.context["inline_admin_formsets"]
+    lines, shipments, returns, refunds, payments = page.context["inline_admin_formsets"]
     assert [form.instance.variant.sku for form in lines.formset.forms] == ["MUG", "CAP"]
-    assert shipments.formset.forms == payments.formset.forms == []  # not paid yet: no charge, nothing shipped
-    assert "/ship/" not in page.content.decode()  # nor can it be
+    assert shipments.formset.forms == returns.formset.forms == refunds.formset.forms == payments.formset.forms == []
+    assert "/ship/" not in page.content.decode() and "/refund/" not in page.content.decode()  # nor can it be
     assert "2 active until" in page.content.decode()
     assert staff_admin.post(url, {"status": "paid"}).status_code == 403
     assert staff_admin.get(reverse("admin:orders_order_add")).status_code == 403
@@ -334,10 +334,12 @@ def test_a_refund_the_busy_stock_holds_up_is_reported_as_sent_and_restocks_when_
 
     assert messages_of(response) == [
         f"Refund sent to the provider for {order.number}; they turn refunded and their units go back on hand "
-        "when the provider confirms it (the stock was busy just now)."
+        "when the payment sweep finishes it (the stock was busy just now)."
     ]
     assert Order.objects.get(pk=order.pk).status == Order.Status.PAID and stock_of(mug).on_hand == 3
-    refund_confirmed(payment)
+    refund_confirmed(payment)  # the provider's webhook records the amount; completing the refund is ours
+    assert Order.objects.get(pk=order.pk).status == Order.Status.PAID
+    assert refund_list_settle(older_than=timedelta(0)) == 1
     assert Order.objects.get(pk=order.pk).status == Order.Status.REFUNDED
     assert (stock_of(mug).on_hand, StockMovement.objects.filter(reason="refund_restock").count()) == (5, 1)
     assert_books_balance(mug)

@@ -17,7 +17,7 @@ import pytest
 from django.conf import settings
 
 from core.errors import DomainError
-from orders.models import Order, Payment, PaymentEvent
+from orders.models import Order, Payment, PaymentEvent, Refund
 from orders.payments.stripe import webhook_sign
 from orders.services import order_cancel, order_pay, order_place, order_refund, payment_event_process
 from shipping.models import ShippingMethod
@@ -131,10 +131,31 @@ def test_a_signed_completion_pays_the_order_and_a_staff_refund_goes_to_stripe_on
     assert stripe_webhook(client, "charge.refunded", charge) == 200  # Stripe confirms it: nothing changes
 
     refunds = [r for r in stripe_api.requests if r["path"] == "/v1/refunds"]
-    assert [(r["body"]["payment_intent"], r["key"]) for r in refunds] == [(["pi_1"], f"refund-{payment.reference}")]
+    refund = Refund.objects.get()
+    assert [(r["body"]["payment_intent"], r["body"]["amount"], r["key"]) for r in refunds] == [
+        (["pi_1"], ["2500"], f"refund-{payment.reference}-{refund.pk}")
+    ]
     assert Order.objects.get(pk=order.pk).status == "refunded" and Payment.objects.get().state == "refunded"
     assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (3, 0)  # sold, not restocked
     assert_books_balance(mug)
+
+
+def test_a_refund_of_some_units_asks_stripe_for_their_amount_and_its_webhook_records_a_part(
+    client, make_variant, stripe_api, staff_user
+):
+    make_variant(sku="MUG", stock=5, price="12.50")
+    order, payment = paid_through_stripe(client, quantity=2, payment_intent="pi_3")
+
+    order_refund(order=order, quantities={"MUG": 1}, restock=True, actor=staff_user)
+    charge = {"object": "charge", "id": "ch_3", "payment_intent": "pi_3", "refunded": False, "currency": "eur"}
+    charge |= {"amount": 2500, "amount_refunded": 1250}
+    assert stripe_webhook(client, "charge.refunded", charge) == 200
+
+    [request] = [r for r in stripe_api.requests if r["path"] == "/v1/refunds"]
+    assert request["body"]["amount"] == ["1250"] and request["body"]["payment_intent"] == ["pi_3"]
+    order.refresh_from_db()
+    assert order.status == "paid" and order.amount_refunded == Decimal("12.50")
+    assert Payment.objects.get().amount_refunded == Decimal("12.50") and Refund.objects.count() == 1
 
 
 def test_a_refund_made_in_stripes_dashboard_refunds_the_order(client, make_variant, stripe_api):

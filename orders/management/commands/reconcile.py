@@ -7,7 +7,11 @@ from core.errors import DomainError
 from inventory.selectors import stock_books
 from inventory.services import stock_rebuild_from_ledger
 from orders.models import Order
-from orders.selectors import order_list_deleted_holding_stock, order_list_stuck_holding_stock
+from orders.selectors import (
+    order_list_deleted_holding_stock,
+    order_list_refund_drift,
+    order_list_stuck_holding_stock,
+)
 from orders.services import order_reservations_settle
 from vouchers.selectors import voucher_books
 from vouchers.services import voucher_rebuild_from_ledger
@@ -18,7 +22,7 @@ logger = logging.getLogger("orders.reconcile")
 class Command(BaseCommand):
     help = (
         "Check the books: stock counters against the ledger, reserved against active reservations, voucher "
-        "use counters against their uses, and "
+        "use counters against their uses, orders' refunded amounts and units against their refunds, and "
         "that no paid, cancelled, expired or failed order, and no deleted order, still holds stock (a failed "
         "payment's queued release gets two sweep intervals). Exits 1 on any drift. "
         "--fix settles such orders, restores deleted ones still awaiting payment, and rebuilds drifted "
@@ -31,13 +35,14 @@ class Command(BaseCommand):
     def handle(self, *args, fix, **options):
         drifted, holding, hidden = self.check_books()
         vouchers = self.check_vouchers()
+        refunds = self.check_refunds()  # money: shown for staff, never "fixed" here
         if fix and (drifted or holding or hidden or vouchers):
             self.repair(drifted, holding + hidden)
             for row in vouchers:
                 voucher_rebuild_from_ledger(code=row.code)
             drifted, holding, hidden = self.check_books()
             vouchers = self.check_vouchers()
-        if drifted or holding or hidden or vouchers:
+        if drifted or holding or hidden or vouchers or refunds:
             raise CommandError("The books do not balance (see above).", returncode=1)
 
     def check_books(self):
@@ -80,6 +85,34 @@ class Command(BaseCommand):
         summary = f"{len(books)} voucher(s) checked, {len(drifted)} drifted."
         self.stdout.write(self.style.ERROR(summary) if drifted else self.style.SUCCESS(summary))
         return drifted
+
+    def check_refunds(self) -> bool:
+        """Whether any order's refunded amount, or line's refunded units, differ from its refunds; each printed
+        and logged."""
+        orders, lines = order_list_refund_drift()
+        for order in orders:
+            self.stdout.write(
+                self.style.ERROR(
+                    f"DRIFT order {order.number}: refunded {order.amount_refunded}, refunds {order.refunds_sum}"
+                )
+            )
+            logger.error(
+                "refund drift: order %s refunded %s, its refunds %s",
+                order.number,
+                order.amount_refunded,
+                order.refunds_sum,
+            )
+        for line in lines:
+            self.stdout.write(
+                self.style.ERROR(
+                    f"DRIFT order {line.order.number} {line.variant.sku}: {line.quantity_refunded} unit(s) refunded, "
+                    f"refunds {line.refund_units}"
+                )
+            )
+            logger.error("refund drift: order %s line %s", line.order.number, line.variant.sku)
+        summary = f"Refunds: {len(orders)} order(s) and {len(lines)} line(s) drifted."
+        self.stdout.write(self.style.ERROR(summary) if orders or lines else self.style.SUCCESS(summary))
+        return bool(orders or lines)
 
     def repair(self, drifted, orders):
         with tqdm(total=len(drifted) + len(orders), unit="fix", disable=len(drifted) + len(orders) < 20) as bar:

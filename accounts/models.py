@@ -1,0 +1,24 @@
+from django.conf import settings
+from django.db import models
+
+from core.models import BaseModel
+
+
+class Account(BaseModel):
+    """A customer's sign-up: the email they gave, one account per address, and when they proved it theirs.
+
+    An account signed up on the site stays inactive (no login) until its email is verified
+    (``accounts.services``). Users made otherwise (staff, ``createsuperuser``) have no row here.
+    """
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="account")
+    # Lower case: one account per mailbox, whatever its letter case (a UNIQUE index decides races).
+    email = models.EmailField(unique=True)
+    email_verified_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self):
+        return self.email
+
+    @property
+    def is_verified(self) -> bool:
+        return self.email_verified_at is not None

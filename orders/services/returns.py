@@ -1,0 +1,109 @@
+"""Returns: a buyer asks to send back units of a shipped order; staff accept (refund and restock) or refuse.
+
+Only units shipped, and neither refunded nor asked back by another open return, can be asked for. A
+request is recorded holding the order's row (``SELECT ... FOR UPDATE``), so two requests never ask back
+the same unit. Accepting claims the refund of those units (restocked, ``source=return``) in the same
+transaction that marks the return accepted, so two staff accepting at once refund it once; the provider
+is asked after the commit, as for any refund (``orders.services.refunds``). Each step is emailed.
+"""
+
+import logging
+
+from django.db import transaction
+
+from core.errors import InvalidInput
+from orders.errors import OrderNotFound, RefundFailed, ReturnAlreadyDecided, ReturnNotAllowed
+from orders.models import Order, OrderLine, Refund, ReturnLine, ReturnRequest
+from orders.selectors import order_units_returnable
+from orders.services.refunds import refund_claim, refund_send
+
+logger = logging.getLogger(__name__)
+
+State = ReturnRequest.State
+
+
+def return_request_create(*, order: Order, quantities: dict[str, int], reason: str = "") -> ReturnRequest:
+    """Record the buyer's request to return ``quantities`` (units by SKU) of ``order``, with their ``reason``.
+
+    Refused, recording nothing: a SKU not in the order, a quantity below 1 or nothing asked
+    (``InvalidInput``), more of a line than was shipped and is not yet refunded or asked back
+    (``ReturnNotAllowed``, with the units left per SKU).
+    """
+    if not isinstance(reason, str) or len(reason) > 1000:
+        raise InvalidInput(fields={"reason": "At most 1000 characters."})
+    with transaction.atomic():
+        order = Order.all_objects.select_for_update().get(pk=order.pk)
+        if order.is_deleted:
+            raise OrderNotFound(number=order.number)
+        lines = {line.variant.sku: line for line in order.lines.select_related("variant").order_by("pk")}
+        _quantities_check(lines, quantities)
+        left = order_units_returnable(order, lines=lines)
+        over = [
+            {"sku": sku, "requested": units, "left": left[sku]}
+            for sku, units in quantities.items()
+            if units > left[sku]
+        ]
+        if over:
+            raise ReturnNotAllowed(number=order.number, lines=over)
+        created = ReturnRequest.objects.create(order=order, reason=reason.strip())
+        ReturnLine.objects.bulk_create(
+            [
+                ReturnLine(return_request=created, order_line=lines[sku], quantity=quantities[sku])
+                for sku in lines
+                if sku in quantities
+            ]
+        )
+    logger.info("order %s: return %s asked for %s", order, created.pk, quantities)
+    return created
+
+
+def return_request_accept(*, return_request: ReturnRequest, actor=None, answer: str = "") -> ReturnRequest:
+    """Accept a requested return: its units are refunded and put back on hand. ``ReturnAlreadyDecided``
+    if it was accepted or refused already; the refund's own refusals (``RefundExceedsOrder`` when staff
+    refunded those units meanwhile, ``RefundFailed``) leave it requested."""
+    with transaction.atomic():
+        locked = ReturnRequest.objects.select_for_update().select_related("order").get(pk=return_request.pk)
+        if locked.state != State.REQUESTED:
+            raise ReturnAlreadyDecided(number=locked.order.number, state=locked.state)
+        lines = locked.lines.select_related("order_line__variant").order_by("pk")
+        quantities = {line.order_line.variant.sku: line.quantity for line in lines}
+        refund = refund_claim(
+            locked.order, quantities=quantities, restock=True, actor=actor, source=Refund.Source.RETURN
+        )
+        ReturnRequest.objects.filter(pk=locked.pk).update(
+            state=State.ACCEPTED, refund=refund, decided_by=actor, answer=answer.strip()
+        )
+    try:
+        refund_send(refund)
+    except RefundFailed:
+        # The refund's claim was given back: the return waits for staff again.
+        ReturnRequest.objects.filter(pk=locked.pk, state=State.ACCEPTED).update(
+            state=State.REQUESTED, refund=None, decided_by=None
+        )
+        raise
+    logger.info("order %s: return %s accepted, refund %s", locked.order, locked.pk, refund.pk)
+    return ReturnRequest.objects.get(pk=locked.pk)
+
+
+def return_request_refuse(*, return_request: ReturnRequest, actor=None, answer: str = "") -> ReturnRequest:
+    """Refuse a requested return, telling the buyer ``answer``; ``ReturnAlreadyDecided`` if it was decided."""
+    if not ReturnRequest.objects.filter(pk=return_request.pk, state=State.REQUESTED).update(
+        state=State.REFUSED, decided_by=actor, answer=answer.strip()
+    ):
+        current = ReturnRequest.objects.select_related("order").get(pk=return_request.pk)
+        raise ReturnAlreadyDecided(number=current.order.number, state=current.state)
+    logger.info("return %s refused", return_request.pk)
+    return ReturnRequest.objects.get(pk=return_request.pk)
+
+
+def _quantities_check(lines: dict[str, OrderLine], quantities) -> None:
+    errors = {}
+    if not isinstance(quantities, dict) or not quantities:
+        raise InvalidInput(fields={"lines": "Choose at least one unit to return."})
+    for sku, units in quantities.items():
+        if sku not in lines:
+            errors[sku] = "Not a line of this order."
+        elif isinstance(units, bool) or not isinstance(units, int) or units < 1:
+            errors[sku] = "Give a whole number of units, at least 1."
+    if errors:
+        raise InvalidInput(fields=errors)

@@ -1,0 +1,110 @@
+"""Refunds by line where staff and buyers meet them: the API, the admin's Refund page, the order page."""
+
+from decimal import Decimal
+from urllib.parse import urlsplit
+
+import pytest
+
+from inventory.models import StockMovement
+from orders.models import Order, OrderLine
+from orders.services import order_place
+from orders.services.emails import order_link
+from tests.conftest import client_for, pay, stock_of
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def paid(make_variant, provider):
+    """A paid order of 3 mugs at 2.50 and 1 tee at 20.00 (27.50), bought by ann@example.com."""
+    mug = make_variant(sku="MUG", name="Logo mug", stock=10, price="2.50")
+    tee = make_variant(sku="TEE", name="Black tee", stock=5, price="20.00")
+    order = order_place(
+        email="ann@example.com",
+        items=[{"sku": "MUG", "quantity": 3}, {"sku": "TEE", "quantity": 1}],
+        idempotency_key="k",
+    )
+    return {"order": pay(order), "mug": mug, "tee": tee}
+
+
+def refunded_units(order) -> dict[str, int]:
+    return dict(OrderLine.objects.filter(order=order).values_list("variant__sku", "quantity_refunded"))
+
+
+def test_staff_refund_lines_through_the_api_and_the_answer_shows_the_refund(paid, shop_staff):
+    order = paid["order"]
+    staff = client_for(shop_staff)
+    url = f"/api/orders/{order.number}/refund/"
+
+    part = staff.post(url, {"restock": True, "lines": [{"sku": "MUG", "quantity": 2}]}, format="json")
+    too_many = staff.post(url, {"restock": True, "lines": [{"sku": "MUG", "quantity": 2}]}, format="json")
+    twice = staff.post(
+        url, {"restock": True, "lines": [{"sku": "TEE", "quantity": 1}, {"sku": "TEE", "quantity": 1}]}, format="json"
+    )
+    bad = [
+        staff.post(url, {"restock": True, "lines": [{"sku": "MUG", "quantity": 0}]}, format="json"),
+        staff.post(url, {"restock": True, "lines": [{"sku": "MUG", "quantity": "1"}]}, format="json"),
+        staff.post(url, {"restock": True, "lines": [{"sku": "NOPE", "quantity": 1}]}, format="json"),
+        staff.post(url, {"restock": "maybe"}, format="json"),
+        staff.post(url, b"{not json", content_type="application/json"),
+    ]
+
+    assert part.status_code == 200, part.json()
+    body = part.json()
+    assert body["status"] == "paid" and body["amount_refunded"] == "5.00"
+    assert [(line["sku"], line["quantity_refunded"]) for line in body["lines"]] == [("MUG", 2), ("TEE", 0)]
+    [refund] = body["refunds"]
+    assert (refund["amount"], refund["shipping"], refund["state"]) == ("5.00", "0.00", "succeeded")
+    assert refund["lines"] == [{"sku": "MUG", "quantity": 2}]
+    assert too_many.status_code == 409 and too_many.json()["code"] == "refund_exceeds_order"
+    assert too_many.json()["lines"] == [{"sku": "MUG", "requested": 2, "left": 1}]
+    assert twice.status_code == 400 and [response.status_code for response in bad] == [400] * 5
+    assert refunded_units(order) == {"MUG": 2, "TEE": 0} and stock_of(paid["mug"]).on_hand == 9
+
+    rest = staff.post(url, {"restock": False}, format="json")  # no lines: all that is left
+
+    assert rest.status_code == 200 and rest.json()["status"] == "refunded"
+    assert rest.json()["amount_refunded"] == rest.json()["total"] == "27.50"
+    assert [refund["amount"] for refund in rest.json()["refunds"]] == ["5.00", "22.50"]
+
+
+def test_a_buyer_or_staff_without_the_permission_cannot_refund(paid, customer, staff_user):
+    order = paid["order"]
+    body = {"restock": False, "lines": [{"sku": "MUG", "quantity": 1}]}
+
+    as_staff = client_for(staff_user).post(f"/api/orders/{order.number}/refund/", body, format="json")
+    as_buyer = client_for(customer).post(f"/api/orders/{order.number}/refund/", body, format="json")
+
+    assert (as_staff.status_code, as_buyer.status_code) == (403, 403)
+    assert Order.objects.get(pk=order.pk).amount_refunded == 0
+
+
+def test_staff_refund_units_in_the_admin_and_the_buyer_sees_them_on_the_order_page(paid, staff_admin, client):
+    order = paid["order"]
+    change = staff_admin.get(f"/admin/orders/order/{order.pk}/change/").content.decode()
+    assert f"/admin/orders/order/{order.pk}/refund/" in change
+
+    form = staff_admin.get(f"/admin/orders/order/{order.pk}/refund/").content.decode()
+    assert 'name="restock"' in form and "0 of 3 refunded already" in form
+    lines = {line.variant.sku: line.pk for line in order.lines.select_related("variant")}
+    posted = staff_admin.post(
+        f"/admin/orders/order/{order.pk}/refund/",
+        {f"line_{lines['MUG']}": "1", f"line_{lines['TEE']}": "1", "restock": "on"},
+    )
+    assert posted.status_code == 302
+    assert refunded_units(order) == {"MUG": 1, "TEE": 1} and stock_of(paid["tee"]).on_hand == 5
+    assert StockMovement.objects.filter(reason="refund_restock", order=order).count() == 2
+    over = staff_admin.post(f"/admin/orders/order/{order.pk}/refund/", {f"line_{lines['TEE']}": "1"})
+    assert over.status_code == 200 and refunded_units(order) == {"MUG": 1, "TEE": 1}  # none left: a form error
+    nothing = staff_admin.post(f"/admin/orders/order/{order.pk}/refund/", {})
+    assert nothing.status_code == 200 and Order.objects.get(pk=order.pk).amount_refunded == Decimal("22.50")
+
+    link = urlsplit(order_link(order))  # the buyer's email link: the order, read-only, in any browser
+    text = client.get(f"{link.path}?{link.query}").content.decode()
+    assert 'data-testid="refunds"' in text and "€22.50 of €27.50 refunded" in text
+    assert "1 x Logo mug" in text and "1 x Black tee" in text
+
+
+def test_staff_without_the_refund_permission_get_no_refund_page(paid, client, staff_user):
+    client.force_login(staff_user)
+    assert client.get(f"/admin/orders/order/{paid['order'].pk}/refund/").status_code == 403
