@@ -36,6 +36,7 @@ def test_placing_an_order_reserves_stock_and_returns_it(customer_client, mug):
             "name": mug.name,
             "quantity": 2,
             "quantity_shipped": 0,
+            "quantity_refunded": 0,
             "unit_price": "12.50",
             "line_total": "25.00",
             "tax_rate": "0.000",
