@@ -115,67 +115,62 @@ def order_email_send(*, order: Order, kind: str) -> bool:
     return True
 
 
-def shipment_email_send(*, shipment: Shipment) -> bool:
-    """Email the buyer a shipment, with its lines and tracking, unless it was; True if this call sent it.
-
-    Claimed first (``emailed_at`` set only if unset), so two sweeps send it once; if sending fails the
-    claim is dropped and the next sweep tries again.
-    """
-    if not Shipment.objects.filter(pk=shipment.pk, emailed_at__isnull=True).update(emailed_at=timezone.now()):
-        return False
-    order = shipment.order
+def _claimed_email_send(*, order: Order, what: str, subject: str, template: str, context: dict, unclaim) -> bool:
+    """Send an email claimed already (``what`` names it in the log) to the order's buyer: the order's email,
+    else its account's. If sending fails, ``unclaim()`` drops the claim, so the next sweep tries again, and
+    the error propagates. False when the buyer left no address."""
     recipient = order.email or (order.customer.email if order.customer else "")
     if not recipient:
-        logger.info("order %s has no email address: no email of shipment %s", order, shipment.pk)
+        logger.info("order %s has no email address: no email of %s", order, what)
         return False
-    last = order.shipments.order_by("-pk").values_list("pk", flat=True).first()
-    completes = order.status == Order.Status.SHIPPED and last == shipment.pk  # nothing left after this parcel
-    context = {"order": order, "shipment": shipment, "completes": completes, "link": order_link(order)}
     message = EmailMultiAlternatives(
-        subject=f"Order {order.number}: shipped with {shipment.carrier}",
-        body=render_to_string("orders/email/shipped.txt", context),
-        to=[recipient],
+        subject=subject, body=render_to_string(f"orders/email/{template}.txt", context), to=[recipient]
     )
-    message.attach_alternative(render_to_string("orders/email/shipped.html", context), "text/html")
+    message.attach_alternative(render_to_string(f"orders/email/{template}.html", context), "text/html")
     try:
         message.send()
     except Exception:
-        Shipment.objects.filter(pk=shipment.pk).update(emailed_at=None)
+        unclaim()
         raise
-    logger.info("sent the email of shipment %s of order %s", shipment.pk, order)
+    logger.info("sent the email of %s of order %s", what, order)
     return True
+
+
+def shipment_email_send(*, shipment: Shipment) -> bool:
+    """Email the buyer a shipment, with its lines and tracking, unless it was; True if this call sent it.
+    Claimed first (``emailed_at`` set only if unset), so two sweeps send it once."""
+    if not Shipment.objects.filter(pk=shipment.pk, emailed_at__isnull=True).update(emailed_at=timezone.now()):
+        return False
+    order = shipment.order
+    last = order.shipments.order_by("-pk").values_list("pk", flat=True).first()
+    completes = order.status == Order.Status.SHIPPED and last == shipment.pk  # nothing left after this parcel
+    return _claimed_email_send(
+        order=order,
+        what=f"shipment {shipment.pk}",
+        subject=f"Order {order.number}: shipped with {shipment.carrier}",
+        template="shipped",
+        context={"order": order, "shipment": shipment, "completes": completes, "link": order_link(order)},
+        unclaim=lambda: Shipment.objects.filter(pk=shipment.pk).update(emailed_at=None),
+    )
 
 
 def refund_email_send(*, refund: Refund) -> bool:
     """Email the buyer a refund, with its lines and amount, unless it was; True if this call sent it.
-
-    Claimed first (``emailed_at`` set only if unset), so two sweeps send it once; if sending fails the
-    claim is dropped and the next sweep tries again.
-    """
+    Claimed first (``emailed_at`` set only if unset), so two sweeps send it once."""
     if not Refund.objects.filter(pk=refund.pk, emailed_at__isnull=True).update(emailed_at=timezone.now()):
         return False
     order = refund.order
-    recipient = order.email or (order.customer.email if order.customer else "")
-    if not recipient:
-        logger.info("order %s has no email address: no email of refund %s", order, refund.pk)
-        return False
     last = order.refunds.filter(state=Refund.State.SUCCEEDED).order_by("-pk").values_list("pk", flat=True).first()
     completes = order.status == Order.Status.REFUNDED and last == refund.pk  # the order is refunded in full
-    context = {"order": order, "refund": refund, "completes": completes, "link": order_link(order)}
     subject = "refunded" if completes else f"{money_format(refund.amount, order.currency)} refunded"
-    message = EmailMultiAlternatives(
+    return _claimed_email_send(
+        order=order,
+        what=f"refund {refund.pk}",
         subject=f"Order {order.number}: {subject}",
-        body=render_to_string("orders/email/refund.txt", context),
-        to=[recipient],
+        template="refund",
+        context={"order": order, "refund": refund, "completes": completes, "link": order_link(order)},
+        unclaim=lambda: Refund.objects.filter(pk=refund.pk).update(emailed_at=None),
     )
-    message.attach_alternative(render_to_string("orders/email/refund.html", context), "text/html")
-    try:
-        message.send()
-    except Exception:
-        Refund.objects.filter(pk=refund.pk).update(emailed_at=None)
-        raise
-    logger.info("sent the email of refund %s of order %s", refund.pk, order)
-    return True
 
 
 RETURN_SUBJECTS = {
@@ -187,34 +182,22 @@ RETURN_SUBJECTS = {
 
 def return_email_send(*, return_request: ReturnRequest) -> bool:
     """Email the buyer the step their return is at (asked, accepted with its refund, or refused), unless
-    they were told it; True if this call sent it. Claimed first, and dropped if sending fails."""
-    state = return_request.state
-    if not ReturnRequest.objects.filter(pk=return_request.pk, emailed_state=return_request.emailed_state).update(
-        emailed_state=state
-    ):
+    they were told it; True if this call sent it. Claimed first (``emailed_state`` moved to the state)."""
+    state, told = return_request.state, return_request.emailed_state
+    if not ReturnRequest.objects.filter(pk=return_request.pk, emailed_state=told).update(emailed_state=state):
         return False
     order = return_request.order
-    recipient = order.email or (order.customer.email if order.customer else "")
-    if not recipient:
-        logger.info("order %s has no email address: no email of return %s", order, return_request.pk)
-        return False
-    context = {"order": order, "return_request": return_request, "link": order_link(order)}
     amount = money_format(return_request.refund.amount, order.currency) if return_request.refund else ""
-    message = EmailMultiAlternatives(
+    return _claimed_email_send(
+        order=order,
+        what=f"return {return_request.pk} ({state})",
         subject=RETURN_SUBJECTS[state].format(number=order.number, amount=amount),
-        body=render_to_string("orders/email/return.txt", context),
-        to=[recipient],
+        template="return",
+        context={"order": order, "return_request": return_request, "link": order_link(order)},
+        unclaim=lambda: ReturnRequest.objects.filter(pk=return_request.pk, emailed_state=state).update(
+            emailed_state=told
+        ),
     )
-    message.attach_alternative(render_to_string("orders/email/return.html", context), "text/html")
-    try:
-        message.send()
-    except Exception:
-        ReturnRequest.objects.filter(pk=return_request.pk, emailed_state=state).update(
-            emailed_state=return_request.emailed_state
-        )
-        raise
-    logger.info("sent the %s email of return %s of order %s", state, return_request.pk, order)
-    return True
 
 
 def order_email_list_send() -> int:

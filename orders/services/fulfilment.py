@@ -17,6 +17,7 @@ from core.errors import InvalidInput
 from orders.errors import OrderNotShippable, ShipmentExceedsOrder
 from orders.models import Order, OrderLine, Shipment, ShipmentLine
 from orders.services.lifecycle import order_transition
+from orders.services.lines import line_quantities_checked
 
 logger = logging.getLogger(__name__)
 
@@ -85,21 +86,6 @@ def _quantities_checked(lines: dict[str, OrderLine], quantities: dict[str, int] 
         if not wanted:
             raise ShipmentExceedsOrder(lines=[])
         return wanted
-    errors = {}
-    for sku, quantity in quantities.items():
-        if sku not in lines:
-            errors[sku] = "Not a line of this order."
-        elif isinstance(quantity, bool) or not isinstance(quantity, int) or quantity < 1:
-            errors[sku] = "Give a whole number of units, at least 1."
     if not quantities:
-        errors[""] = "Ship at least one unit."
-    if errors:
-        raise InvalidInput(fields=errors)
-    over = [
-        {"sku": sku, "requested": quantity, "left": left[sku]}
-        for sku, quantity in quantities.items()
-        if quantity > left[sku]
-    ]
-    if over:
-        raise ShipmentExceedsOrder(lines=over)
-    return {sku: quantities[sku] for sku in lines if sku in quantities}
+        raise InvalidInput(fields={"": "Ship at least one unit."})
+    return line_quantities_checked(lines, quantities, left=left, exceeds=lambda over: ShipmentExceedsOrder(lines=over))

@@ -30,6 +30,7 @@ from orders.errors import OrderNotFound, OrderNotRefundable, RefundExceedsOrder,
 from orders.models import PAID_STATUSES, Order, OrderLine, Payment, Refund, RefundLine
 from orders.payments import provider_for
 from orders.services.lifecycle import order_transition
+from orders.services.lines import line_quantities_checked
 from vouchers.services import voucher_use_release
 
 REFUND_RESTOCK = "refund_restock"  # the ledger reason of units a refund puts back on hand
@@ -326,19 +327,4 @@ def _quantities_checked(lines: dict[str, OrderLine], quantities: dict[str, int] 
     left = {sku: line.quantity_left_to_refund for sku, line in lines.items()}
     if quantities is None:
         return {sku: units for sku, units in left.items() if units > 0}
-    errors = {}
-    for sku, quantity in quantities.items():
-        if sku not in lines:
-            errors[sku] = "Not a line of this order."
-        elif isinstance(quantity, bool) or not isinstance(quantity, int) or quantity < 1:
-            errors[sku] = "Give a whole number of units, at least 1."
-    if errors:
-        raise InvalidInput(fields=errors)
-    over = [
-        {"sku": sku, "requested": quantity, "left": left[sku]}
-        for sku, quantity in quantities.items()
-        if quantity > left[sku]
-    ]
-    if over:
-        raise RefundExceedsOrder(lines=over)
-    return {sku: quantities[sku] for sku in lines if sku in quantities}
+    return line_quantities_checked(lines, quantities, left=left, exceeds=lambda over: RefundExceedsOrder(lines=over))

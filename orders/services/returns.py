@@ -13,8 +13,9 @@ from django.db import transaction
 
 from core.errors import InvalidInput
 from orders.errors import OrderNotFound, RefundFailed, ReturnAlreadyDecided, ReturnNotAllowed
-from orders.models import Order, OrderLine, Refund, ReturnLine, ReturnRequest
+from orders.models import Order, Refund, ReturnLine, ReturnRequest
 from orders.selectors import order_units_returnable
+from orders.services.lines import line_quantities_checked
 from orders.services.refunds import refund_claim, refund_send
 
 logger = logging.getLogger(__name__)
@@ -36,21 +37,19 @@ def return_request_create(*, order: Order, quantities: dict[str, int], reason: s
         if order.is_deleted:
             raise OrderNotFound(number=order.number)
         lines = {line.variant.sku: line for line in order.lines.select_related("variant").order_by("pk")}
-        _quantities_check(lines, quantities)
-        left = order_units_returnable(order, lines=lines)
-        over = [
-            {"sku": sku, "requested": units, "left": left[sku]}
-            for sku, units in quantities.items()
-            if units > left[sku]
-        ]
-        if over:
-            raise ReturnNotAllowed(number=order.number, lines=over)
+        if not isinstance(quantities, dict) or not quantities:
+            raise InvalidInput(fields={"lines": "Choose at least one unit to return."})
+        quantities = line_quantities_checked(
+            lines,
+            quantities,
+            left=order_units_returnable(order, lines=lines),
+            exceeds=lambda over: ReturnNotAllowed(number=order.number, lines=over),
+        )
         created = ReturnRequest.objects.create(order=order, reason=reason.strip())
         ReturnLine.objects.bulk_create(
             [
-                ReturnLine(return_request=created, order_line=lines[sku], quantity=quantities[sku])
-                for sku in lines
-                if sku in quantities
+                ReturnLine(return_request=created, order_line=lines[sku], quantity=units)
+                for sku, units in quantities.items()
             ]
         )
     logger.info("order %s: return %s asked for %s", order, created.pk, quantities)
@@ -94,16 +93,3 @@ def return_request_refuse(*, return_request: ReturnRequest, actor=None, answer: 
         raise ReturnAlreadyDecided(number=current.order.number, state=current.state)
     logger.info("return %s refused", return_request.pk)
     return ReturnRequest.objects.get(pk=return_request.pk)
-
-
-def _quantities_check(lines: dict[str, OrderLine], quantities) -> None:
-    errors = {}
-    if not isinstance(quantities, dict) or not quantities:
-        raise InvalidInput(fields={"lines": "Choose at least one unit to return."})
-    for sku, units in quantities.items():
-        if sku not in lines:
-            errors[sku] = "Not a line of this order."
-        elif isinstance(units, bool) or not isinstance(units, int) or units < 1:
-            errors[sku] = "Give a whole number of units, at least 1."
-    if errors:
-        raise InvalidInput(fields=errors)

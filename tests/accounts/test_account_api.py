@@ -10,18 +10,13 @@ from rest_framework.test import APIClient
 from orders.models import Order
 from orders.services import order_place
 from shipping.models import AddressBookEntry
+from tests.accounts.conftest import PASSWORD
 from tests.conftest import ADDRESS_DE, ADDRESS_US, client_for
 from tests.smtp import text_of
 
 pytestmark = pytest.mark.django_db
 
 User = get_user_model()
-PASSWORD = "a-long-passphrase-42"
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def post(path: str, body, client=None):

@@ -14,6 +14,7 @@ from accounts.models import Account
 from orders.models import Order
 from orders.services import order_place
 from shipping.models import AddressBookEntry
+from tests.accounts.conftest import PASSWORD
 from tests.conftest import ADDRESS_DE, ADDRESS_US
 from tests.orders.test_pages import add_to_cart
 from tests.smtp import text_of
@@ -21,12 +22,6 @@ from tests.smtp import text_of
 pytestmark = pytest.mark.django_db
 
 User = get_user_model()
-PASSWORD = "a-long-passphrase-42"
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def sign_up(client, username="ann", email="Ann@Example.com", password=PASSWORD):

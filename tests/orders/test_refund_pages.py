@@ -6,29 +6,12 @@ from urllib.parse import urlsplit
 import pytest
 
 from inventory.models import StockMovement
-from orders.models import Order, OrderLine
-from orders.services import order_place
+from orders.models import Order
 from orders.services.emails import order_link
-from tests.conftest import client_for, pay, stock_of
+from tests.conftest import client_for, stock_of
+from tests.orders.conftest import refunded_units
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def paid(make_variant, provider):
-    """A paid order of 3 mugs at 2.50 and 1 tee at 20.00 (27.50), bought by ann@example.com."""
-    mug = make_variant(sku="MUG", name="Logo mug", stock=10, price="2.50")
-    tee = make_variant(sku="TEE", name="Black tee", stock=5, price="20.00")
-    order = order_place(
-        email="ann@example.com",
-        items=[{"sku": "MUG", "quantity": 3}, {"sku": "TEE", "quantity": 1}],
-        idempotency_key="k",
-    )
-    return {"order": pay(order), "mug": mug, "tee": tee}
-
-
-def refunded_units(order) -> dict[str, int]:
-    return dict(OrderLine.objects.filter(order=order).values_list("variant__sku", "quantity_refunded"))
 
 
 def test_staff_refund_lines_through_the_api_and_the_answer_shows_the_refund(paid, shop_staff):

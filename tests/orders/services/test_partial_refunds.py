@@ -16,27 +16,11 @@ from orders.payments.local import local_event
 from orders.services import order_place, order_refund, refund_list_settle
 from orders.services.emails import order_email_list_send
 from tests.conftest import ADDRESS_DE, assert_books_balance, pay, stock_of, webhook_deliver
+from tests.orders.conftest import refunded_units
 from tests.race import run_parallel, wait_for_peers
 from tests.smtp import html_of, text_of
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def paid(make_variant, provider):
-    """A paid order of 3 mugs at 2.50 and 1 tee at 20.00: 27.50, prices including tax, nothing shipped."""
-    mug = make_variant(sku="MUG", name="Logo mug", stock=10, price="2.50")
-    tee = make_variant(sku="TEE", name="Black tee", stock=5, price="20.00")
-    order = order_place(
-        email="ann@example.com",
-        items=[{"sku": "MUG", "quantity": 3}, {"sku": "TEE", "quantity": 1}],
-        idempotency_key="k",
-    )
-    return {"order": pay(order), "mug": mug, "tee": tee}
-
-
-def refunded_units(order) -> dict[str, int]:
-    return dict(OrderLine.objects.filter(order=order).values_list("variant__sku", "quantity_refunded"))
 
 
 def provider_says_refunded(order: Order, amount: str, *, event: str) -> None:
