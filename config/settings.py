@@ -56,6 +56,7 @@ THIRD_PARTY_APPS = [
     "drf_spectacular_sidecar",
     "django_countries",
     "treebeard",
+    "health_check",
 ]
 LOCAL_APPS = [
     "core",

@@ -1,0 +1,41 @@
+"""Health endpoints for load balancers and orchestrators.
+
+``/healthz`` says the process answers and touches no dependency, so a busy or failing database never
+gets a live process restarted. ``/readyz`` is django-health-check's view over what serving orders
+needs: the database answers, the lock service's Redis takes a write and gives it back, and every
+migration is applied (a host started before ``migrate`` ran is not ready). 200 when all pass, else 500
+naming the failing check; ``?format=json`` or ``Accept: application/json`` for machines.
+"""
+
+import dataclasses
+
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.http import HttpResponse
+from django.views.decorators.cache import never_cache
+from health_check.base import HealthCheck
+from health_check.checks import Cache, Database
+from health_check.exceptions import ServiceUnavailable
+from health_check.views import HealthCheckView
+
+
+@never_cache
+def healthz(request):
+    return HttpResponse("ok\n", content_type="text/plain")
+
+
+@dataclasses.dataclass
+class MigrationsApplied(HealthCheck):
+    """Every migration of the code this process runs is applied to its database."""
+
+    def run(self):
+        try:
+            executor = MigrationExecutor(connection)
+            pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
+        finally:
+            connection.close()  # the check runs in a worker thread: its connection goes with it
+        if pending:
+            raise ServiceUnavailable(f"{len(pending)} migration(s) not applied")
+
+
+readyz = HealthCheckView.as_view(checks=[Database, (Cache, {"alias": "locks"}), MigrationsApplied])
