@@ -72,6 +72,7 @@ LOCAL_APPS = [
 INSTALLED_APPS = DJANGO_APPS + THIRD_PARTY_APPS + LOCAL_APPS
 
 MIDDLEWARE = [
+    "core.logcontext.request_id_middleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -436,10 +437,28 @@ PRODUCT_IMAGE_MAX_PIXELS = env.int("PRODUCT_IMAGE_MAX_PIXELS", default=40_000_00
 
 # --- Logging ----------------------------------------------------------------------------------
 
+# "text" for people, "json" for log collectors: one object per line with the request id, and the order and
+# SKU a line is about (core.logcontext).
+LOG_FORMAT = env("LOG_FORMAT", default="text")
+if LOG_FORMAT not in ("text", "json"):
+    raise environ.ImproperlyConfigured("LOG_FORMAT is text or json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(process)d %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(process)d %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(levelname)s %(name)s %(message)s %(process)d",
+            "rename_fields": {"levelname": "level", "name": "logger"},
+            "timestamp": "time",
+        },
+    },
+    "filters": {"context": {"()": "core.logcontext.LogContextFilter"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain"}
+        if LOG_FORMAT == "text"
+        else {"class": "logging.StreamHandler", "formatter": "json", "filters": ["context"]}
+    },
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
 }

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from django.conf import settings
 from django.db import transaction
 
+from core.logcontext import section_skus
 from inventory import locks
 
 
@@ -34,8 +35,12 @@ def stock_section(*, skus: Iterable[str], lock_wait: float | None = None, takes_
     if held and skus <= held and transaction.get_connection().in_atomic_block:
         yield
         return
-    with locks.sku_locks(skus, wait=lock_wait, refuse_sold_out=takes_only and settings.SOLD_OUT_MARK_SECONDS > 0):
-        if not takes_only:
-            locks.sold_out_clear(skus)  # inventory.locks.soldout
-        with transaction.atomic(durable=True):
-            yield
+    named = section_skus.set(tuple(sorted(skus)))  # what its log lines are about (core.logcontext)
+    try:
+        with locks.sku_locks(skus, wait=lock_wait, refuse_sold_out=takes_only and settings.SOLD_OUT_MARK_SECONDS > 0):
+            if not takes_only:
+                locks.sold_out_clear(skus)  # inventory.locks.soldout
+            with transaction.atomic(durable=True):
+                yield
+    finally:
+        section_skus.reset(named)
