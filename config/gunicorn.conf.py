@@ -15,3 +15,11 @@ threads = int(os.environ.get("GUNICORN_THREADS", 4))
 worker_class = "gthread" if threads > 1 else "sync"
 # A request never waits longer than a lock's wait and a database round trip; a stuck worker is replaced.
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", 30))
+
+
+def child_exit(server, worker):
+    """prometheus-client's multi-process mode: a dead worker's live gauges leave /metrics with it."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)

@@ -23,7 +23,9 @@ env = environ.Env()
 # SQLite file, the embedded Redis's socket and password, the development secret key; bin/run's logs.
 VAR_DIR = BASE_DIR / env("VAR_DIR", default="var")
 # The embedded mode: neither store configured (bin/run with nothing set, and manage.py beside it).
-EMBEDDED = not env("DATABASE_URL", default="") and not env("REDIS_URL", default="")
+EMBEDDED = (
+    not env("DATABASE_URL", default="") and not env("REDIS_URL", default="") and not env("REDIS_SENTINELS", default="")
+)
 
 # --- Core -------------------------------------------------------------------------------------
 
@@ -57,6 +59,7 @@ THIRD_PARTY_APPS = [
     "django_countries",
     "treebeard",
     "health_check",
+    "django_prometheus",
 ]
 LOCAL_APPS = [
     "core",
@@ -71,7 +74,9 @@ LOCAL_APPS = [
 ]
 INSTALLED_APPS = DJANGO_APPS + THIRD_PARTY_APPS + LOCAL_APPS
 
+# django-prometheus's pair wraps every other middleware: request counts and latencies for /metrics.
 MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "core.logcontext.request_id_middleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -83,7 +88,12 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "config.error_views.api_not_found_middleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
+# Who may read /metrics besides staff (config.metrics): a scraper sending "Authorization: Bearer <token>",
+# or one connecting from these networks (CIDRs; the connection's own address, never a forwarded one).
+METRICS_TOKEN = env("METRICS_TOKEN", default="")
+METRICS_ALLOWED_NETWORKS = env.list("METRICS_ALLOWED_NETWORKS", default=[])
 # Content-Security-Policy (django-csp): every script and style comes from the shop's own static files,
 # none inline, so an injected <script> or style attribute does not run. The pages, the admin and the
 # API docs (drf-spectacular's split view, its init script served by URL) work under it.
@@ -157,11 +167,30 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: cache and locks -------------------------------------------------------------------
 
-REDIS_MODE = "redis" if env("REDIS_URL", default="") else "embedded"
-if REDIS_MODE == "redis":
+# Redis Sentinel instead of one address: the sentinels as host:port, comma-separated, and the name they
+# monitor. Locks, cache and the Celery broker then follow the primary through a failover (django-redis's
+# SentinelClient, kombu's sentinel transport); docs/deploy.md says what a failover costs.
+REDIS_SENTINELS = [
+    (host, int(port)) for host, _, port in (item.rpartition(":") for item in env.list("REDIS_SENTINELS", default=[]))
+]
+REDIS_SENTINEL_MASTER = env("REDIS_SENTINEL_MASTER", default="")
+if REDIS_SENTINELS and not REDIS_SENTINEL_MASTER:
+    raise environ.ImproperlyConfigured("REDIS_SENTINELS needs REDIS_SENTINEL_MASTER, the name the sentinels monitor")
+REDIS_MODE = "redis" if env("REDIS_URL", default="") or REDIS_SENTINELS else "embedded"
+if REDIS_SENTINELS:
+    REDIS_URL = f"redis://{REDIS_SENTINEL_MASTER}/{env.int('REDIS_SENTINEL_DB', default=0)}"
+    redis_broker_url = ";".join(f"sentinel://{host}:{port}" for host, port in REDIS_SENTINELS)
+    redis_options = {
+        "CLIENT_CLASS": "django_redis.client.SentinelClient",
+        "CONNECTION_FACTORY": "django_redis.pool.SentinelConnectionFactory",
+        "SENTINELS": REDIS_SENTINELS,
+    }
+elif REDIS_MODE == "redis":
     REDIS_URL = redis_broker_url = env("REDIS_URL")
+    redis_options = {}
 else:  # the server bin/run starts, on a unix socket in var/ with a password kept beside it
     REDIS_URL, redis_broker_url = embedded_urls(embedded_dir(BASE_DIR))
+    redis_options = {}
 
 CACHES = {
     # Ordinary caching may degrade quietly when Redis blips.
@@ -170,6 +199,7 @@ CACHES = {
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": "shop",
         "OPTIONS": {
+            **redis_options,
             "IGNORE_EXCEPTIONS": True,
             "SOCKET_CONNECT_TIMEOUT": 2,
             "SOCKET_TIMEOUT": 2,
@@ -183,6 +213,7 @@ CACHES = {
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": env("LOCK_KEY_PREFIX", default="shop"),
         "OPTIONS": {
+            **redis_options,
             "IGNORE_EXCEPTIONS": False,
             "SOCKET_CONNECT_TIMEOUT": 2,
             "SOCKET_TIMEOUT": 5,
@@ -212,6 +243,11 @@ LOCK_POLL_SECONDS = env.float("LOCK_POLL_SECONDS", default=0.2)
 # A released lock is handed to the next waiter for this long; a waiter that died in the queue costs
 # at most this much. Must cover a live waiter waking up on a busy machine.
 LOCK_HANDOFF_CLAIM_SECONDS = env.float("LOCK_HANDOFF_CLAIM_SECONDS", default=0.5)
+# While Redis cannot be reached, sections lock the stock rows in the database and go on selling
+# (inventory.locks.outage); False refuses them with lock_unavailable instead. After a failure a process
+# tries Redis again only after LOCK_OUTAGE_RETRY_SECONDS, then goes back to its locks when it answers.
+LOCK_DB_FALLBACK = env.bool("LOCK_DB_FALLBACK", default=True)
+LOCK_OUTAGE_RETRY_SECONDS = env.float("LOCK_OUTAGE_RETRY_SECONDS", default=1.0)
 # The socket timeout of the connection a queued buyer waits on. A buyer whose request the holder took
 # waits there for the answer as long as the holder may still commit (a TTL), so it must outlast the TTL
 # (system check inventory.E001); every other lock command keeps the `locks` cache's shorter timeout.
@@ -347,6 +383,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     # idempotent and beat sends a new one every period anyway.
     "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600),
 }
+if REDIS_SENTINELS:
+    CELERY_BROKER_TRANSPORT_OPTIONS["master_name"] = REDIS_SENTINEL_MASTER
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]

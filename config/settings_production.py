@@ -45,7 +45,7 @@ if STRIPE_WEBHOOK_SECRET == LOCAL_STRIPE_WEBHOOK_SECRET:
 if not env("DATABASE_URL", default="") or REDIS_MODE != "redis":
     # The SQLite file and the embedded Redis are for one machine's development; locking is proven on
     # MySQL/MariaDB and a real Redis only.
-    raise ImproperlyConfigured("config.settings_production needs DATABASE_URL and REDIS_URL")
+    raise ImproperlyConfigured("config.settings_production needs DATABASE_URL and REDIS_URL (or REDIS_SENTINELS)")
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=[])
 if not ALLOWED_HOSTS:

@@ -8,7 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from accounts import apis as account_apis
 from accounts import views as account_views
 from accounts.forms import LoginForm, ResetForm
-from config import error_views, health
+from config import error_views, health, metrics
 from config.auth_api import TokenObtainApi, TokenRevokeApi, login_throttled
 from config.error_views import API_PREFIX
 from inventory import apis as inventory_apis
@@ -111,6 +111,7 @@ urlpatterns = [
     path("accounts/password/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics.metrics, name="metrics"),
     path("admin/login/", login_throttled(admin.site.login)),
     path("admin/", admin.site.urls),
     path(API_PREFIX.lstrip("/"), include((api_patterns, "api"))),

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import transaction
 
 from core.clock import db_now
+from core.metrics import BATCH_SIZE, GUARD_REFUSALS
 from inventory import locks, sql
 from inventory.errors import DomainError, InsufficientStock, LockTimeout
 from inventory.locks import wire
@@ -94,12 +95,21 @@ class StockPlan:
 
     def refused(self, variant_id: int, quantity: int, available: int) -> bool:
         """The guarded UPDATE refused ``quantity`` units of a product: False if the take was assumed
-        (the batch runs again with the counts read), else ``InsufficientStock``: a rival changed the row
-        since we read it, so our lock was lost, and the whole transaction rolls back."""
+        (the batch runs again with the counts read), else ``LockTimeout``: a rival changed the row since
+        we read it (our lock was lost, or a section ran under the rows' locks in a Redis outage), so the
+        whole transaction rolls back, and nothing was written. Not ``insufficient_stock``: the units the
+        batch's first request asked for may well be free; its buyer retries."""
         if self.assumed:
             return False
         sku = next(want.sku for want in self._taken if want.variant_id == variant_id)
-        raise InsufficientStock(shortages=[{"sku": sku, "requested": quantity, "available": max(available, 0)}])
+        GUARD_REFUSALS.inc()
+        logger.warning(
+            "the guarded UPDATE refused %s units of %s read as free (%s left): a rival changed the row",
+            quantity,
+            sku,
+            available,
+        )
+        raise LockTimeout(skus=[sku])
 
     def _mark(self) -> int:
         return len(self._taken)
@@ -160,6 +170,7 @@ def batch_run(batch_type: type[Batch], requests: list) -> list:
     asks the batch to ``free_more`` (expire overdue orders, say) before anything is reserved, and the
     steps run once more, so the queue order still decides who gets the freed units.
     """
+    BATCH_SIZE.labels(kind=batch_type.kind).observe(len(requests))
     batch = batch_type(requests)
     variant_ids = batch.variant_ids()
     outcomes = _steps(batch, requests, StockPlan())

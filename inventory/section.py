@@ -1,7 +1,8 @@
 """The stock section: every stock change runs inside it.
 
-It takes the Redis locks of the SKUs involved (sorted, with a bounded wait: ``inventory.locks``),
-then opens a *durable* transaction inside them, so the commit happens while the locks are held
+It takes the Redis locks of the SKUs involved (sorted, with a bounded wait: ``inventory.locks``;
+in a Redis outage the stock rows' locks, taken first thing in the transaction), then opens a
+*durable* transaction inside them, so the commit happens while the locks are held
 (the reverse, seed 000's ``sell3``, lets the next holder read rows before our commit). Inside it,
 counters change only through conditional UPDATEs guarded in SQL, under CHECK constraints: the lock
 is the fast path, the guard is what makes an expired or lost lock unable to oversell. Holding the
@@ -37,10 +38,12 @@ def stock_section(*, skus: Iterable[str], lock_wait: float | None = None, takes_
         return
     named = section_skus.set(tuple(sorted(skus)))  # what its log lines are about (core.logcontext)
     try:
-        with locks.sku_locks(skus, wait=lock_wait, refuse_sold_out=takes_only and settings.SOLD_OUT_MARK_SECONDS > 0):
+        refuse_sold_out = takes_only and settings.SOLD_OUT_MARK_SECONDS > 0
+        with locks.sku_locks(skus, wait=lock_wait, refuse_sold_out=refuse_sold_out) as held:
             if not takes_only:
                 locks.sold_out_clear(skus)  # inventory.locks.soldout
             with transaction.atomic(durable=True):
+                held.rows_lock()  # in a Redis outage: the stock rows' locks instead (inventory.locks.outage)
                 yield
     finally:
         section_skus.reset(named)

@@ -77,3 +77,8 @@ def stock_find(*, sku: str) -> Stock | None:
 def stock_movement_list(*, stock: Stock) -> QuerySet[StockMovement]:
     """The ledger of one stock, newest first."""
     return StockMovement.objects.filter(stock=stock).select_related("order", "actor").order_by("-id")
+
+
+def reservation_count_active() -> int:
+    """Reservations holding units now (read by the state index: the active ones are few, the rest history)."""
+    return Reservation.objects.filter(state=Reservation.State.ACTIVE).count()

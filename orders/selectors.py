@@ -3,7 +3,7 @@
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import DecimalField, Exists, F, OuterRef, Q, QuerySet, Subquery, Sum, Value
+from django.db.models import DecimalField, Exists, F, Min, OuterRef, Q, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
@@ -39,6 +39,12 @@ def order_list_overdue() -> QuerySet[Order]:
     """Unpaid orders past their reservation's expiry and not waiting for a charge to apply, oldest first."""
     overdue = Order.objects.filter(status=Order.Status.AWAITING_PAYMENT, expires_at__lte=Now())
     return overdue.exclude(order_charge_waiting()).order_by("pk")
+
+
+def order_overdue_seconds() -> float:
+    """How long the oldest overdue order has waited for the sweep to release it (0: none is waiting)."""
+    oldest = order_list_overdue().aggregate(oldest=Min("expires_at"))["oldest"]
+    return max((db_now() - oldest).total_seconds(), 0.0) if oldest else 0.0
 
 
 def order_list_deletable() -> QuerySet[Order]:

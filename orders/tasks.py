@@ -10,6 +10,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import OperationalError
 
+from core.metrics import DRIFT_FOUND
 from inventory.errors import LockTimeout, LockUnavailable
 from inventory.selectors import stock_books
 from orders.models import Order, PaymentEvent
@@ -149,7 +150,9 @@ def reconcile_stock() -> int:
     vouchers = [row for row in voucher_books() if row.drifted]
     for row in vouchers:
         logger.error("VOUCHER DRIFT %s", row.describe())
-    return len(drifted) + len(stuck) + len(hidden) + len(vouchers)
+    found = len(drifted) + len(stuck) + len(hidden) + len(vouchers)
+    DRIFT_FOUND.inc(found)
+    return found
 
 
 def _logged(name: str, sweep) -> int:

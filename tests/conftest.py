@@ -13,7 +13,7 @@ from django.core.cache import caches
 from django.db import connections
 from django.test import Client
 
-from inventory.locks import soldout
+from inventory.locks import outage, soldout
 from inventory.models import Stock, StockMovement
 from inventory.services import stock_restock
 from orders.models import Order, Payment, PaymentEvent
@@ -39,9 +39,12 @@ def pytest_configure(config):
 
 @pytest.fixture(autouse=True)
 def clean_locks():
-    """No lock, nor a sold-out mark beside it, may leak from one test into the next."""
+    """No lock, nor a sold-out mark beside it, nor an outage of the lock service, may leak from one test
+    into the next."""
     caches[settings.LOCK_CACHE_ALIAS].delete_pattern("stock-lock:*")
     sold_out_marks_lapse()
+    outage._down_until, outage._down_since = 0.0, None
+    soldout._clear_later.clear()
     yield
     caches[settings.LOCK_CACHE_ALIAS].delete_pattern("stock-lock:*")
     sold_out_marks_lapse()

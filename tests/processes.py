@@ -134,10 +134,12 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self) -> None:
+    def start(self, *, replica_of: int | None = None) -> None:
+        """Start it (again, on the same port), as a replica of the server on port ``replica_of`` if given."""
+        replica = ["--replicaof", "127.0.0.1", str(replica_of)] if replica_of else []
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-            + ["--dir", str(self.workdir)],
+            + ["--dir", str(self.workdir), *replica],
             stdout=subprocess.DEVNULL,
             start_new_session=True,
         )
@@ -168,3 +170,88 @@ class RedisServer:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class RedisSentinels:
+    """Redis under Sentinel, on loopback ports: a primary, a replica and three sentinels (Debian's
+    redis-sentinel) that fail over to the replica about a second after the primary stops answering.
+
+    ``env()`` is what a shop process needs to reach it (``REDIS_SENTINELS``, ``REDIS_SENTINEL_MASTER``).
+    """
+
+    MASTER = "shop"
+
+    def __init__(self, workdir: Path):
+        self.workdir = workdir
+        self.primary, self.replica = RedisServer(workdir / "primary"), RedisServer(workdir / "replica")
+        self.sentinel_ports = [free_port() for _ in range(3)]
+        self.sentinels: list[subprocess.Popen] = []
+
+    def env(self) -> dict:
+        sentinels = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
+        broker = ";".join(f"sentinel://127.0.0.1:{port}" for port in self.sentinel_ports)
+        return {
+            "REDIS_URL": "",
+            "REDIS_SENTINELS": sentinels,
+            "REDIS_SENTINEL_MASTER": self.MASTER,
+            "CELERY_BROKER_URL": broker,
+        }
+
+    def start(self) -> None:
+        for server in (self.primary, self.replica):
+            server.workdir.mkdir(parents=True, exist_ok=True)
+        self.primary.start()
+        self.replica.start(replica_of=self.primary.port)
+        for port in self.sentinel_ports:
+            config = self.workdir / f"sentinel-{port}.conf"
+            config.write_text(
+                f"port {port}\nbind 127.0.0.1\ndir {self.workdir}\n"
+                f"sentinel monitor {self.MASTER} 127.0.0.1 {self.primary.port} 2\n"
+                f"sentinel down-after-milliseconds {self.MASTER} 1000\n"
+                f"sentinel failover-timeout {self.MASTER} 5000\n"
+            )
+            self.sentinels.append(
+                subprocess.Popen(["redis-sentinel", str(config)], stdout=subprocess.DEVNULL, start_new_session=True)
+            )
+        wait_for(self._settled, timeout=30, what="the sentinels to see the primary, its replica and each other")
+
+    def primary_port(self) -> int | None:
+        """The primary's port as the first sentinel that answers names it."""
+        for port in self.sentinel_ports:
+            answer = _redis_command(port, "SENTINEL", "get-master-addr-by-name", self.MASTER)
+            if isinstance(answer, list) and len(answer) == 2:
+                return int(answer[1])
+        return None
+
+    def _settled(self) -> bool:
+        for port in self.sentinel_ports:
+            replicas = _redis_command(port, "SENTINEL", "replicas", self.MASTER)
+            others = _redis_command(port, "SENTINEL", "sentinels", self.MASTER)
+            if not isinstance(replicas, list) or len(replicas) != 1 or not isinstance(others, list) or len(others) != 2:
+                return False
+        return self.primary_port() == self.primary.port
+
+    def close(self) -> None:
+        for proc in self.sentinels:
+            stop(proc, signal.SIGKILL)
+        self.primary.close()
+        self.replica.close()
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _redis_command(port: int, *args: str):
+    """One command to a Redis or sentinel on loopback, by redis-py; None if it does not answer."""
+    import redis
+
+    try:
+        return redis.Redis(
+            port=port, socket_timeout=1, socket_connect_timeout=1, decode_responses=True
+        ).execute_command(*args)
+    except redis.RedisError:
+        return None

@@ -5,8 +5,8 @@ A lock per SKU on redis-py's ``Lock`` over the django-redis connection of the ``
 so a holder can never delete another holder's lock. Waiters queue first come first served
 (``queue.QueuedLock``) instead of polling. Several SKUs are taken in sorted order so two orders over
 the same SKUs cannot deadlock. The TTL frees the SKU if the holder dies; the bounded wait raises
-``LockTimeout`` instead of hanging, and an unreachable Redis raises ``LockUnavailable``, never runs
-unlocked.
+``LockTimeout`` instead of hanging. An unreachable Redis never lets a section run unlocked: it locks
+the stock rows in the database instead (``outage``), or is refused ``LockUnavailable``.
 
 The lock is only the fast path. If it expires mid-section (a stall past the TTL) the database still
 guards: every change is a conditional UPDATE under CHECK constraints.
@@ -22,6 +22,7 @@ The package:
     client       each thread's Redis client for the locks
     soldout      the sold-out marks: a sell-out answered without queueing for the lock
     operators    ``lock_list`` and ``lock_clear_all``, for ``manage.py reset_locks``
+    outage       while Redis cannot be reached: the stock rows' locks in the database instead
     scripts/     the Lua scripts ``QueuedLock`` runs, each after ``prelude.lua``
 """
 
@@ -30,27 +31,31 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 import redis
 from django.conf import settings
 from redis.exceptions import LockNotOwnedError
 
+from core.metrics import LOCK_OVERRUNS, LOCK_SERVICE_FALLBACKS, LOCK_WAIT
 from inventory.errors import LockTimeout, LockUnavailable
 from inventory.locks.client import lock_client
 from inventory.locks.operators import lock_clear_all, lock_list
+from inventory.locks.outage import lock_service_answered, lock_service_down, lock_service_failed, stock_rows_lock
 from inventory.locks.queue import QueuedLock
 from inventory.locks.soldout import (
     MarkedSoldOut,
     skus_sold_out,
     sold_out_clear,
+    sold_out_clear_noted,
     sold_out_lately,
     sold_out_mark,
     sold_out_seen,
 )
-from inventory.locks.wire import lock_key
+from inventory.locks.wire import RunAlone, answer_encode, lock_key
 
 __all__ = [
+    "HeldLocks",
     "MarkedSoldOut",
     "held_skus",
     "lock_clear_all",
@@ -66,6 +71,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _held = threading.local()
+_RUN_ALONE = answer_encode(RunAlone())
 
 
 def held_skus() -> frozenset[str]:
@@ -75,8 +81,20 @@ def held_skus() -> frozenset[str]:
     return frozenset(_held.skus)
 
 
+class HeldLocks:
+    """What ``sku_locks`` holds: Redis's locks, or, in an outage (``outage``), the promise of the rows' locks."""
+
+    def __init__(self, skus: list[str], *, rows: bool, wait: float):
+        self.skus, self.rows, self.wait = skus, rows, wait
+
+    def rows_lock(self) -> None:
+        """Inside the section's transaction: lock the stock rows if Redis's locks stand in for nothing."""
+        if self.rows:
+            stock_rows_lock(self.skus, wait=self.wait)
+
+
 @contextmanager
-def sku_locks(skus: Iterable[str], *, wait: float | None = None, refuse_sold_out: bool = False) -> Iterator[None]:
+def sku_locks(skus: Iterable[str], *, wait: float | None = None, refuse_sold_out: bool = False) -> Iterator[HeldLocks]:
     """Hold the locks of ``skus`` for the duration of the block; ``wait`` overrides LOCK_WAIT_SECONDS.
 
     Several SKUs that nobody holds are taken in one round trip (``QueuedLock.take_free``) and released
@@ -84,11 +102,34 @@ def sku_locks(skus: Iterable[str], *, wait: float | None = None, refuse_sold_out
     With ``refuse_sold_out``, a SKU marked sold out raises ``MarkedSoldOut`` (naming every marked
     SKU) from that same round trip, with nothing taken.
 
+    While Redis cannot be reached (``outage``) nothing is taken here: the caller locks the stock rows
+    with ``rows_lock()`` once its transaction is open; with ``LOCK_DB_FALLBACK`` off it is refused
+    ``LockUnavailable`` instead.
+
     Not re-entrant: a thread that holds locks and asks for more would break the sorted order, so
     it is refused. ``inventory.services.stock_section`` lets nested services reuse the outer locks.
     """
     _refuse_nested()
     wanted = sorted(set(skus))
+    with ExitStack() as stack:
+        rows = lock_service_down()
+        if not rows:
+            try:
+                stack.enter_context(_redis_locks(wanted, wait=wait, refuse_sold_out=refuse_sold_out))
+            except LockUnavailable:
+                if not lock_service_down():
+                    raise
+                rows = True
+        if rows:
+            LOCK_SERVICE_FALLBACKS.inc()
+            _held.skus, _held.pid = set(wanted), os.getpid()
+            stack.callback(setattr, _held, "skus", set())
+        yield HeldLocks(wanted, rows=rows, wait=settings.LOCK_WAIT_SECONDS if wait is None else wait)
+
+
+@contextmanager
+def _redis_locks(wanted: list[str], *, wait: float | None, refuse_sold_out: bool) -> Iterator[None]:
+    """Redis's locks of the sorted SKUs ``wanted``, as ``sku_locks`` describes."""
     acquired: list[QueuedLock] = []
     _held.skus, _held.pid = set(), os.getpid()
     started = time.monotonic()
@@ -107,11 +148,13 @@ def sku_locks(skus: Iterable[str], *, wait: float | None = None, refuse_sold_out
             lock, got = _acquire(sku, wait=max(deadline - time.monotonic(), 0))
             waited = time.monotonic() - started
             if not got:
+                LOCK_WAIT.labels(outcome="timeout").observe(waited)
                 logger.warning("lock_timeout: gave up on %s after %.3fs, holding %s", sku, waited, sorted(_held.skus))
                 raise LockTimeout(skus=[sku], waited_seconds=round(waited, 3))
             acquired.append(lock)
             _held.skus.add(sku)
         waited = time.monotonic() - started
+        LOCK_WAIT.labels(outcome="acquired").observe(waited)
         if waited >= settings.LOCK_WAIT_LOG_SECONDS:
             logger.info("lock wait: %s took %.3fs to acquire", ",".join(wanted), waited)
         if len(acquired) > 1 and waited > settings.LOCK_TTL_SECONDS / 10:
@@ -139,15 +182,27 @@ def sku_lock_serving(sku: str, *, kind: str, body: bytes, wait: float | None = N
 
     With ``refuse_sold_out``, a SKU marked sold out raises ``MarkedSoldOut`` instead, from the round
     trip that would have queued us (``soldout``).
+
+    While Redis cannot be reached (``outage``) the answer is ``RunAlone``: nothing was queued, and the
+    caller's own section locks the stock rows.
     """
     _refuse_nested()
     started = time.monotonic()
     wait = settings.LOCK_WAIT_SECONDS if wait is None else wait
-    lock, got = _acquire(sku, wait=wait, kind=kind.encode(), request=body, refuse_sold_out=refuse_sold_out)
+    try:
+        if lock_service_down():
+            raise LockUnavailable(skus=[sku])
+        lock, got = _acquire(sku, wait=wait, kind=kind.encode(), request=body, refuse_sold_out=refuse_sold_out)
+    except LockUnavailable:
+        if not lock_service_down():
+            raise
+        yield None, _RUN_ALONE  # nothing was queued: the caller runs its section alone, under the rows' locks
+        return
     if lock.sold_out:
         sold_out_seen(sku)
         raise MarkedSoldOut(sku)
     waited = time.monotonic() - started
+    LOCK_WAIT.labels(outcome="served" if lock.served else "acquired" if got else "timeout").observe(waited)
     if waited >= settings.LOCK_WAIT_LOG_SECONDS:
         logger.info("lock wait: %s took %.3fs to %s", sku, waited, "be served" if lock.served else "acquire")
     if lock.served:
@@ -176,7 +231,7 @@ def _acquire(
     try:
         lock = _new_lock(sku)
         serve, serve_at_least = (settings.STOCK_BATCH_MAX - 1, settings.STOCK_BATCH_MIN - 1) if kind else (0, 0)
-        return lock, lock.acquire(
+        got = lock.acquire(
             blocking_timeout=wait,
             kind=kind,
             request=request,
@@ -187,7 +242,11 @@ def _acquire(
     except redis.RedisError as exc:
         QueuedLock.acquire_script_loaded = False  # a restarted Redis has lost it
         logger.error("lock service unreachable while locking %s: %s", sku, exc)
+        lock_service_failed(exc)
         raise LockUnavailable(skus=[sku]) from exc
+    if lock_service_answered():
+        sold_out_clear_noted()
+    return lock, got
 
 
 def _new_lock(sku: str) -> QueuedLock:
@@ -211,7 +270,10 @@ def _take_free(skus: list[str], *, refuse_sold_out: bool) -> list[QueuedLock]:
         taken, marked = QueuedLock.take_free(locks, refuse_sold_out=refuse_sold_out)
     except redis.RedisError as exc:
         logger.error("lock service unreachable while locking %s: %s", ",".join(skus), exc)
+        lock_service_failed(exc)
         raise LockUnavailable(skus=skus) from exc
+    if lock_service_answered():
+        sold_out_clear_noted()
     if marked:
         for sku in marked:
             sold_out_seen(sku)
@@ -250,6 +312,7 @@ def _release_all(acquired: list[QueuedLock]) -> None:
 
 
 def _log_overrun(sku: str) -> None:
+    LOCK_OVERRUNS.inc()
     # The TTL ran out before we finished: another process may have held the SKU at the same
     # time. The SQL guard decided the outcome, but the TTL is too short for this workload.
     logger.error(

@@ -11,6 +11,9 @@ by the round trip that would lock them (``sku_locks`` with ``refuse_sold_out``).
 A mark can only refuse, never sell, and it lives ``SOLD_OUT_MARK_SECONDS``: a lost mark costs the
 slow path; one left by a crash, or set late by a holder whose lock had lapsed, refuses for at most
 that long. ``SOLD_OUT_MARK_SECONDS=0`` turns the marks off.
+
+While Redis cannot be reached (``outage``) marks are neither read nor set, and a section that may free
+units notes its SKUs: their marks are cleared as soon as this process reaches Redis again.
 """
 
 import logging
@@ -23,6 +26,7 @@ from django.conf import settings
 
 from inventory.errors import LockUnavailable
 from inventory.locks.client import lock_client
+from inventory.locks.outage import lock_service_down, lock_service_failed
 from inventory.locks.queue import waiting_connection
 from inventory.locks.wire import lock_key, sold_out_key
 
@@ -67,7 +71,7 @@ def skus_sold_out(skus: Iterable[str]) -> set[str]:
     first try is): refusals after a sell-out are most of a flash sale's requests, and redis-py's
     wrapper around a command would cost each of them more than Redis spends on the answer.
     """
-    if settings.SOLD_OUT_MARK_SECONDS <= 0:
+    if settings.SOLD_OUT_MARK_SECONDS <= 0 or lock_service_down():
         return set()
     skus = sorted(set(skus))
     client, make_key = lock_client()
@@ -96,6 +100,8 @@ def skus_sold_out(skus: Iterable[str]) -> set[str]:
 def sold_out_mark(seconds: dict[str, float]) -> None:
     """Mark SKUs sold out, each for its number of seconds. A mark that fails to be set costs only speed."""
     skus = sorted(seconds)
+    if lock_service_down():
+        return
     try:
         client, make_key = lock_client()
         with client.pipeline(transaction=False) as pipe:
@@ -108,12 +114,36 @@ def sold_out_mark(seconds: dict[str, float]) -> None:
         logger.info("marked %s sold out", skus)
 
 
+_clear_later: set[str] = set()  # SKUs whose marks a section could not clear in an outage
+
+
 def sold_out_clear(skus: Iterable[str]) -> None:
-    """Clear the SKUs' marks; ``LockUnavailable`` if Redis cannot, so nothing is freed under a mark."""
+    """Clear the SKUs' marks; ``LockUnavailable`` if Redis cannot, so nothing is freed under a mark.
+
+    In an outage the SKUs are noted instead, for ``sold_out_clear_noted`` once Redis answers.
+    """
     skus = sorted(set(skus))
+    if lock_service_down():
+        _clear_later.update(skus)
+        return
     try:
         client, make_key = lock_client()
         client.delete(*[_mark_key(make_key, sku) for sku in skus])
     except redis.RedisError as exc:
         logger.error("could not clear the sold-out marks of %s: %s", skus, exc)
+        lock_service_failed(exc)  # the next section locks rows; this one held Redis's lock, now worth nothing
         raise LockUnavailable(skus=skus) from exc
+
+
+def sold_out_clear_noted() -> None:
+    """Clear the marks of the SKUs whose units may have been freed in an outage (see the module).
+
+    If Redis fails again meanwhile they stay noted; a mark left refuses for at most its lifetime.
+    """
+    skus = sorted(_clear_later)
+    if skus:
+        try:
+            sold_out_clear(skus)
+        except LockUnavailable:
+            return
+        _clear_later.difference_update(skus)

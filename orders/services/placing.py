@@ -5,6 +5,7 @@ its refusal. ``_OrderBatch`` reads what a batch of queued orders needs once and 
 together; ``inventory.batching`` runs the step per order around it, in queue order.
 """
 
+import functools
 import hashlib
 import json
 import logging
@@ -22,7 +23,8 @@ from django.db import IntegrityError, connection
 
 from core.clock import db_now
 from core.db import from_row, insert_defaults, is_duplicate_key, prefetched_set, retry_on_deadlock, statements_run
-from core.errors import InvalidInput
+from core.errors import DomainError, InvalidInput
+from core.metrics import ORDERS_PLACED, ORDERS_REFUSED
 from inventory.batching import Batch, Demand, stock_section_batched
 from inventory.errors import InsufficientStock, LockTimeout, LockUnavailable
 from inventory.services import (
@@ -193,6 +195,21 @@ class _Placed(msgspec.Struct, array_like=True):
     price: _PlacedPrice | None = None
 
 
+def _counted(place):
+    """Count each order placed, and each refused by its code (``core.metrics``), however it was asked for."""
+
+    @functools.wraps(place)
+    def counted(**kwargs) -> Order:
+        try:
+            return place(**kwargs)
+        except DomainError as refusal:
+            ORDERS_REFUSED.labels(code=refusal.code).inc()
+            raise
+
+    return counted
+
+
+@_counted
 def order_place(
     *,
     customer=None,
@@ -286,6 +303,7 @@ def order_place(
 
 def _order_from_placed(request: "_PlaceRequest", placed: "_Placed") -> Order:
     """The new order as inserted, its lines and their products' SKUs and names at hand (no query)."""
+    ORDERS_PLACED.inc()
     row = _order_row(request, number=placed.number, expires_at=placed.expires_at) | msgspec.structs.asdict(placed.price)
     stamps = {"id": placed.id, "created_at": placed.created_at, "updated_at": placed.created_at}
     order = from_row(Order, insert_defaults(Order) | row | stamps)

@@ -1,5 +1,6 @@
 """Shared by the fault scenarios: each one ends by checking the books."""
 
+import time
 from contextlib import contextmanager
 
 import MySQLdb
@@ -9,7 +10,7 @@ from django.db.models import Sum
 
 from inventory.models import Reservation, Stock, StockMovement
 from tests.conftest import assert_books_balance, token_for
-from tests.processes import wait_for
+from tests.processes import http, wait_for
 
 
 def assert_books(*variants) -> None:
@@ -76,3 +77,26 @@ def waiting_order_update(session) -> tuple[int, int]:
     wait_for(waiting, timeout=30, what="the order's UPDATE to wait on the row lock")
     connection_id, host = found[0]
     return connection_id, int(host.rsplit(":", 1)[1])
+
+
+def buyer_over_http(url, token, name, pause=0.0):
+    """Buy one unit at a time until sold out, ``pause`` seconds apart, retrying a 503 with the same key as
+    a client should.
+
+    Returns the order number told per key, the key refused for want of stock, and each 503's code and time.
+    """
+    told, retried, tries = {}, [], 2000
+    for _ in range(tries):
+        key = f"{name}-{len(told)}"
+        body = {"items": [{"sku": "MUG", "quantity": 1}]}
+        status, body, _ = http("POST", f"{url}/api/orders/", token=token, body=body, key=key)
+        if status == 201:
+            told[key] = body["number"]
+            time.sleep(pause)
+        elif status == 503:
+            retried.append((body["code"], time.time()))
+            time.sleep(0.05)
+        else:
+            assert (status, body["code"]) == (409, "insufficient_stock"), body
+            return told, key, retried
+    raise AssertionError(f"{name} was still buying after {tries} requests")

@@ -333,9 +333,11 @@ def test_successes_while_redis_is_down_wait_charged_and_are_applied_or_refunded_
     fails with LockUnavailable and its charge waits, charged, with no refund. Two workers' retries run
     out during the outage (a budget of one retry), the other two's last beyond it (eight, as the task's):
     once Redis is back at the same address, the same long-lived workers' retries apply every charge they
-    can still reach, and the sweeps the charges both of whose deliveries gave up."""
+    can still reach, and the sweeps the charges both of whose deliveries gave up. (With LOCK_DB_FALLBACK off:
+    on, the charges are applied under the stock rows' locks meanwhile, as test_redis_outage.py shows.)"""
     redis = private_redis_settings
     settings.LOCK_WAIT_SECONDS = 1.0
+    settings.LOCK_DB_FALLBACK = False
     hot, payable, unpayable = orders_paying(make_variant)
     storm = {"role": "storm", "signals": str(signals)}
     retry = {"pace": 0.15, "backoff": 0.25, "backoff_max": 1.0}

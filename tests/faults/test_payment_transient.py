@@ -81,8 +81,10 @@ def test_the_settle_sweep_leaves_a_charge_charged_while_the_lock_is_busy(make_va
 
 
 def test_a_success_while_redis_is_down_is_retried_once_it_is_back_never_refunded(
-    make_variant, customer, provider, private_redis_settings
+    make_variant, customer, provider, private_redis_settings, settings
 ):
+    """With LOCK_DB_FALLBACK off (on, it is applied under the stock rows' locks: test_redis_outage.py)."""
+    settings.LOCK_DB_FALLBACK = False
     redis = private_redis_settings
     mug = make_variant(sku="MUG", stock=5)
     order = place(customer, "k")

@@ -1,32 +1,40 @@
-"""Redis fails under the shop. While it is away orders get a clear 503 and nothing is reserved; the
-shop recovers by itself when it is back. A Redis crash mid-load (every lock gone at once) cannot
+"""Redis fails under the shop. While it is away orders go on under the stock rows' locks in the
+database (or, with LOCK_DB_FALLBACK off, get a clear 503 and nothing is reserved); the shop goes back
+to Redis's locks by itself when it is back. A Redis crash mid-load (every lock gone at once) cannot
 oversell, because the database's guarded UPDATE decides, not the lock."""
 
 import multiprocessing
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 import pytest
 from django.db import connections
+from django.utils import timezone
 
 from core.errors import DomainError
 from inventory import batching
 from inventory.errors import InsufficientStock, LockTimeout, LockUnavailable
+from inventory.models import Reservation
 from orders.models import Order
-from orders.services import order_place
-from tests.conftest import assert_told_their_orders, stock_of
-from tests.faults.conftest import assert_books
+from orders.services import order_place, order_release_expired
+from tests.conftest import assert_told_their_orders, pay, stock_of
+from tests.faults.conftest import assert_books, buyer_over_http, row_locked
 from tests.processes import RedisServer, app_server, http, process_env, wait_for
 from tests.race import answers_of, queue_one_by_one, run_parallel, wait_for_peers
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_orders_get_a_503_while_redis_is_down_and_go_through_again_once_it_is_back(make_variant, token, tmp_path):
+def test_without_the_fallback_orders_get_a_503_while_redis_is_down_and_go_through_once_it_is_back(
+    make_variant, token, tmp_path
+):
     mug = make_variant(sku="MUG", stock=50)
     with RedisServer(tmp_path) as redis:
-        env = process_env(REDIS_URL=redis.url, CELERY_BROKER_URL=redis.url, ORDER_THROTTLE_RATE="100000/minute")
+        env = process_env(
+            REDIS_URL=redis.url, CELERY_BROKER_URL=redis.url, ORDER_THROTTLE_RATE="100000/minute", LOCK_DB_FALLBACK="0"
+        )
         with app_server(env, tmp_path / "gunicorn.log", workers=2) as (url, _):
 
             def order(key):
@@ -114,13 +122,15 @@ def _newcomer(quantity, gate, stalled):
     return {key: order.number}, None, [], windows
 
 
-def test_a_redis_crash_just_before_sell_out_cannot_oversell(make_variant, private_redis_settings):
+def test_a_redis_crash_just_before_sell_out_cannot_oversell(make_variant, private_redis_settings, settings):
     """Redis is killed and restarted twice mid-load, the second time with a third of the units left.
 
     Each time a section is kept open across the crash, the crowd holds back, and a newcomer locks afresh
     on the empty Redis and opens its own section: two at once. The second time the newcomer asks for
     every unit left, so the two ask for more than there is and only the guarded UPDATE stops an oversell.
+    (Without the row-lock fallback, so that every section after the crash locks on the new Redis.)
     """
+    settings.LOCK_DB_FALLBACK = False
     redis, stock = private_redis_settings, 60
     mug = make_variant(sku="MUG", stock=stock)
     crashes, newcomers = [], []
@@ -206,3 +216,83 @@ def test_a_buyer_whose_request_was_taken_when_redis_died_is_told_the_outcome_is_
     assert answers["holder"] == {"number": placed["holder"]} and "waiter" in placed  # it was placed after all
     assert stock_of(hot).reserved == 2
     assert_books(hot)
+
+
+def test_orders_go_on_under_the_rows_locks_while_redis_is_down_and_back_on_its_locks_after(
+    make_variant, token, tmp_path
+):
+    """Six buyers over HTTP, three gunicorn workers: Redis is killed with a third sold and restarted with
+    two thirds sold, so a third of the stock sells under the rows' locks alone; every unit is sold once."""
+    stock = 150
+    mug = make_variant(sku="MUG", stock=stock)
+    log = tmp_path / "gunicorn.log"
+    with RedisServer(tmp_path) as redis:
+        env = process_env(
+            REDIS_URL=redis.url,
+            CELERY_BROKER_URL=redis.url,
+            ORDER_THROTTLE_RATE="100000/minute",
+            LOCK_OUTAGE_RETRY_SECONDS="0.5",
+        )
+        with app_server(env, log, workers=3) as (url, _), ThreadPoolExecutor(1) as background:
+            jobs = [{"url": url, "token": token, "name": f"buyer{n}"} for n in range(6)]
+            buyers = background.submit(run_parallel, buyer_over_http, jobs, processes=len(jobs))
+            wait_for(lambda: stock_of(mug).reserved >= stock // 3, timeout=60, what="a third sold")
+            redis.kill()
+            at_kill = stock_of(mug).reserved
+            wait_for(lambda: stock_of(mug).reserved >= 2 * stock // 3, timeout=60, what="orders with Redis down")
+            at_restart = stock_of(mug).reserved
+            redis.start()
+            results = buyers.result()
+
+    told = {key: {"number": number} for numbers, _, _ in results for key, number in numbers.items()}
+    retried = [code for _, _, codes in results for code, _ in codes]
+    lines = log.read_text()
+    assert at_kill < stock // 2 and at_restart - at_kill >= stock // 6  # sold with Redis down, no lock service
+    assert "selling under the database's row locks" in lines
+    assert "answers again" in lines  # and back on Redis's locks once it answered
+    assert set(retried) <= {"lock_timeout"}  # an answer lost with Redis: retried, same key
+    assert all(refused for _, refused, _ in results)  # every buyer kept buying until sold out
+    assert_told_their_orders(told, list(told))
+    assert len(told) == stock == stock_of(mug).reserved
+    assert_books(mug)
+
+
+def test_payments_and_sweeps_lock_the_rows_while_redis_is_down(make_variant, private_redis_settings, celery_eager):
+    """What else takes the stock lock (paying, the expiry sweep) follows the same rule as placing."""
+    mug = make_variant(sku="MUG", stock=5)
+    paying = order_place(email="b@example.com", items=[{"sku": "MUG", "quantity": 2}], idempotency_key="paying")
+    overdue = order_place(email="b@example.com", items=[{"sku": "MUG", "quantity": 3}], idempotency_key="overdue")
+    Order.objects.filter(pk=overdue.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    Reservation.objects.filter(order_line__order=overdue).update(expires_at=timezone.now() - timedelta(seconds=1))
+    private_redis_settings.kill()
+
+    paid = pay(paying)
+    swept = order_release_expired(batch_size=10)
+    again = order_place(email="b@example.com", items=[{"sku": "MUG", "quantity": 3}], idempotency_key="again")
+
+    assert paid.status == Order.Status.PAID
+    assert (swept.done, swept.units) == (1, 3)
+    assert Order.objects.get(pk=overdue.pk).status == Order.Status.EXPIRED
+    assert again.status == Order.Status.AWAITING_PAYMENT
+    assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (3, 3)  # 2 sold, 3 held again
+    assert_books(mug)
+
+
+def test_under_the_rows_locks_a_buyer_waits_for_a_held_row_no_longer_than_the_lock_wait(
+    make_variant, private_redis_settings, settings
+):
+    """The rows' locks are real and bounded: a stock row held by another transaction makes an order wait
+    for it, then refuses it ``lock_timeout`` with nothing changed."""
+    settings.LOCK_WAIT_SECONDS = 1
+    mug = make_variant(sku="MUG", stock=5)
+    private_redis_settings.kill()
+    started = time.monotonic()
+    with row_locked(stock_of(mug)), pytest.raises(LockTimeout) as refused:
+        order_place(email="b@example.com", items=[{"sku": "MUG", "quantity": 1}], idempotency_key="waits")
+    waited = time.monotonic() - started
+
+    assert refused.value.code == "lock_timeout" and 1 <= waited < 10
+    assert Order.objects.count() == 0 and stock_of(mug).reserved == 0
+    order_place(email="b@example.com", items=[{"sku": "MUG", "quantity": 1}], idempotency_key="after")
+    assert stock_of(mug).reserved == 1
+    assert_books(mug)

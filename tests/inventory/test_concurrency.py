@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core.cache import caches
 from django.db import connection, transaction
 from django.test import override_settings
+from prometheus_client import REGISTRY
 
 import inventory.sql
 from core.errors import DomainError
@@ -132,9 +133,11 @@ def _reserve_with_a_stall(stall_seconds):
     handler = logging.Handler()
     handler.emit = records.append
     logging.getLogger("inventory.locks").addHandler(handler)
+    overruns = REGISTRY.get_sample_value("shop_lock_overruns_total")  # this process's /metrics
     with override_settings(LOCK_TTL_SECONDS=0.5):
         result = _place([{"sku": "MUG", "quantity": 5}], "stalled")
     result["log"] = [r.getMessage() for r in records]
+    result["overruns"] = REGISTRY.get_sample_value("shop_lock_overruns_total") - overruns
     return result
 
 
@@ -161,6 +164,7 @@ def test_a_holder_whose_lock_expires_mid_section_still_cannot_oversell(make_vari
     assert rival["outcome"] == "placed"  # it got the expired lock and the stock
     assert stalled["outcome"] == "insufficient_stock"  # the SQL guard refused the stale holder
     assert any("lock overrun" in line for line in stalled["log"])
+    assert stalled["overruns"] == 1
     assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (5, 5)
     assert_books_balance(mug)
 

@@ -163,14 +163,23 @@ def test_nested_lock_requests_are_refused():
                 pass
 
 
-def test_an_unreachable_redis_raises_instead_of_running_unlocked():
-    unreachable = dict(settings.CACHES)
-    unreachable["locks"] = {**settings.CACHES["locks"], "LOCATION": "redis://127.0.0.1:1/0"}
-    with override_settings(CACHES=unreachable):
+def _unreachable_caches() -> dict:
+    return {**settings.CACHES, "locks": {**settings.CACHES["locks"], "LOCATION": "redis://127.0.0.1:1/0"}}
+
+
+def test_without_the_fallback_an_unreachable_redis_raises_instead_of_running_unlocked():
+    with override_settings(CACHES=_unreachable_caches(), LOCK_DB_FALLBACK=False):
         with pytest.raises(LockUnavailable) as error:
             with locks.sku_locks(["MUG"]):
                 pytest.fail("must not run without the lock")
     assert error.value.code == "lock_unavailable"
+
+
+def test_with_the_fallback_an_unreachable_redis_hands_the_section_the_stock_rows_locks():
+    """Nothing runs unlocked: the section locks the rows in its transaction (test_redis_outage.py)."""
+    with override_settings(CACHES=_unreachable_caches()), locks.sku_locks(["MUG"]) as held:
+        assert held.rows and locks.held_skus() == {"MUG"}
+    assert locks.held_skus() == frozenset()
 
 
 def _queue_up(index, delay):

@@ -4,6 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from core.errors import DomainError
+from core.metrics import DRIFT_FOUND
 from inventory.selectors import stock_books
 from inventory.services import stock_rebuild_from_ledger
 from orders.models import Order
@@ -36,6 +37,7 @@ class Command(BaseCommand):
         drifted, holding, hidden = self.check_books()
         vouchers = self.check_vouchers()
         refunds = self.check_refunds()  # money: shown for staff, never "fixed" here
+        DRIFT_FOUND.inc(len(drifted) + len(holding) + len(hidden) + len(vouchers))
         if fix and (drifted or holding or hidden or vouchers):
             self.repair(drifted, holding + hidden)
             for row in vouchers:
