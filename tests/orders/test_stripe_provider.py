@@ -10,8 +10,7 @@ import secrets
 import threading
 from datetime import timedelta
 from decimal import Decimal
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs
+from http.server import ThreadingHTTPServer
 
 import pytest
 from django.conf import settings
@@ -22,40 +21,9 @@ from orders.payments.stripe import webhook_sign
 from orders.services import order_cancel, order_pay, order_place, order_refund, payment_event_process
 from shipping.models import ShippingMethod
 from tests.conftest import ADDRESS_DE, assert_books_balance, stock_of
+from tests.stripe_fake import FakeStripe
 
 pytestmark = pytest.mark.django_db
-
-
-class FakeStripe(BaseHTTPRequestHandler):
-    requests: list[dict] = []
-    answers: dict[str, bytes] = {}  # by idempotency key
-
-    def do_POST(self):  # noqa: N802 - http.server's name
-        body = parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
-        key = self.headers.get("Idempotency-Key", "")
-        FakeStripe.requests.append(
-            {"path": self.path, "auth": self.headers.get("Authorization"), "key": key, "body": body}
-        )
-        if key not in FakeStripe.answers:
-            FakeStripe.answers[key] = json.dumps(self._create(self.path, body)).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Request-Id", f"req_{secrets.token_hex(6)}")
-        self.end_headers()
-        self.wfile.write(FakeStripe.answers[key])
-
-    def _create(self, path: str, body: dict) -> dict:
-        if path == "/v1/checkout/sessions":
-            session = f"cs_test_{secrets.token_hex(8)}"
-            return {"id": session, "object": "checkout.session", "url": f"https://checkout.stripe.com/c/pay/{session}"}
-        if path.startswith("/v1/checkout/sessions/") and path.endswith("/expire"):
-            return {"id": path.split("/")[4], "object": "checkout.session", "status": "expired"}
-        if path == "/v1/refunds":
-            return {"id": f"re_{secrets.token_hex(8)}", "object": "refund", "status": "succeeded"}
-        return {}
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture
