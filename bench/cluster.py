@@ -6,7 +6,8 @@ runs: gunicorn on ``config.settings_production`` and a Celery worker, with beat 
 MariaDB and a private Redis are reached at the bridge's address. A load driver spreads orders,
 payments (a fake Stripe API, signed webhooks), cancels and unpaid orders left to expire over every
 host; mid-load one host is killed whole (every process in it SIGKILLed) and beat is started on
-another. At the end: 0 oversold, counters equal the ledger, reserved equals the active reservations,
+another; later Redis is killed for a few seconds (the hosts sell under the stock rows' locks) and
+restarted empty. At the end: 0 oversold, counters equal the ledger, reserved equals the active reservations,
 every answer a client got matches the database, and the report goes to docs/cluster.md.
 
     bin/cluster [--hosts 3] [--seconds 60] [--drivers 6] [--report docs/cluster.md]
@@ -48,6 +49,7 @@ REDIS_PORT, STRIPE_PORT, APP_PORT = 6390, 12111, 8000
 DATABASE = "shop_cluster"
 WEBHOOK_SECRET = "whsec_cluster_run_only"
 RESERVATION_TTL = 20  # seconds an unpaid order holds its units: the run sees orders expire
+REDIS_OUTAGE = 5  # seconds Redis is down, late in the load
 HOT, MIXED = "HOT-1", [f"MIX-{n:02d}" for n in range(1, 21)]
 
 
@@ -111,21 +113,31 @@ class Cluster:
 
     def services_up(self) -> None:
         """Redis on the bridge, MariaDB forwarded to it, the fake Stripe API beside them."""
-        redis_dir = self.workdir / "redis"
-        redis_dir.mkdir()
-        self._service(
-            ["redis-server", "--port", str(REDIS_PORT), "--bind", GATEWAY, "127.0.0.1", "--save", "", "--appendonly"]
-            + ["no", "--protected-mode", "no", "--dir", str(redis_dir)]
-        )
+        (self.workdir / "redis").mkdir()
+        self.redis_start()
         self._service(["socat", f"TCP-LISTEN:3306,bind={GATEWAY},fork,reuseaddr", "TCP:127.0.0.1:3306"])
         from tests.stripe_fake import FakeStripe
 
         self.stripe = ThreadingHTTPServer((GATEWAY, STRIPE_PORT), FakeStripe)
         threading.Thread(target=self.stripe.serve_forever, daemon=True).start()
 
-    def _service(self, command: list[str]) -> None:
-        log = open(self.workdir / f"{Path(command[0]).name}.log", "w")  # noqa: SIM115 - kept open for the child
+    def redis_start(self) -> None:
+        """redis-server on the bridge (and loopback, for this script), empty: no persistence."""
+        self.redis = self._service(
+            ["redis-server", "--port", str(REDIS_PORT), "--bind", GATEWAY, "127.0.0.1", "--save", "", "--appendonly"]
+            + ["no", "--protected-mode", "no", "--dir", str(self.workdir / "redis")]
+        )
+        _wait(lambda: _port_open(GATEWAY, REDIS_PORT), seconds=10, what="redis-server")
+
+    def redis_kill(self) -> None:
+        """SIGKILL Redis: every lock, queue and sold-out mark gone; the hosts sell under row locks meanwhile."""
+        os.killpg(self.redis.pid, signal.SIGKILL)
+        self.redis.wait(30)
+
+    def _service(self, command: list[str]) -> subprocess.Popen:
+        log = open(self.workdir / f"{Path(command[0]).name}.log", "a")  # noqa: SIM115 - kept open for the child
         self.services.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        return self.services[-1]
 
     def env(self, host: int) -> dict:
         """A host's environment: production settings, the shared database and Redis, this host's address."""
@@ -366,6 +378,7 @@ def _catalog_and_buyers(drivers: int) -> list[str]:
 
 
 def run(*, hosts: int, seconds: float, drivers: int) -> dict:
+    """Build, load, kill host 1 at 40% of the load and Redis at 70%, check; everything removed after."""
     if os.geteuid() != 0:
         raise SystemExit("bin/cluster makes network namespaces and links: run it as root")
     for tool in ("ip", "socat", "redis-server"):
@@ -378,7 +391,6 @@ def run(*, hosts: int, seconds: float, drivers: int) -> dict:
     try:
         cluster.network_up()
         cluster.services_up()
-        _wait(lambda: _port_open(GATEWAY, REDIS_PORT), seconds=10, what="redis-server")
         _fresh_database()
         cluster.manage(1, "migrate", "--no-input")  # once, from one host, before any host serves
         _setup_django()
@@ -407,6 +419,13 @@ def run(*, hosts: int, seconds: float, drivers: int) -> dict:
             placed_before_kill = Order.all_objects.count()
             connections.close_all()
             cluster.start(2, "beat")  # the singleton moves: beat runs on host 2 from now on
+            time.sleep(max(seconds * 0.7 - (time.monotonic() - load_started), 0))
+            outage_at, placed_at_outage = time.monotonic() - load_started, Order.all_objects.count()
+            cluster.redis_kill()
+            time.sleep(REDIS_OUTAGE)
+            placed_in_outage = Order.all_objects.count() - placed_at_outage
+            connections.close_all()
+            cluster.redis_start()
             journals = load.get(seconds + 600)
         outcome = _settle_and_check(journals)
         return {
@@ -421,6 +440,7 @@ def run(*, hosts: int, seconds: float, drivers: int) -> dict:
                 "placed_before": placed_before_kill,
             },
             "setup_seconds": round(load_started - started, 1),
+            "redis_outage": {"at": round(outage_at, 1), "seconds": REDIS_OUTAGE, "placed": placed_in_outage},
             "journals": journals,
             **outcome,
         }
@@ -510,8 +530,9 @@ def report(result: dict) -> list[str]:
         and not result["drifted"]
         and not result["errors"]
         and result["statuses"]["cancelled"] == Counter({"cancelled": result["orders"]["cancelled"]})
+        and result["redis_outage"]["placed"] > 0
     )
-    killed, orders = result["killed"], result["orders"]
+    killed, orders, outage = result["killed"], result["orders"], result["redis_outage"]
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return [
         "# Many hosts, one stock",
@@ -537,6 +558,8 @@ def report(result: dict) -> list[str]:
         f"| killed | host {killed['host']}, {killed['at']} s into the load: {killed['processes']} processes "
         f"SIGKILLed at once (its gunicorn, its worker, beat); beat started on host {killed['beat_to']}; "
         f"{orders['placed'] - killed['placed_before']:,} of the orders placed after it |",
+        f"| Redis down | {outage['seconds']} s from {outage['at']} s into the load (SIGKILLed, restarted empty): "
+        f"{outage['placed']:,} orders placed meanwhile, under the stock rows' locks |",
         f"| orders | {orders['placed']:,} placed, {orders['refused']:,} refused `insufficient_stock`, "
         f"{orders['paid']:,} paid, {orders['cancelled']:,} cancelled, {orders['left_to_expire']:,} left to expire |",
         f"| after the load | paid orders all `paid` and the left ones all `expired` within "
