@@ -218,15 +218,15 @@ class RedisSentinels:
     def primary_port(self) -> int | None:
         """The primary's port as the first sentinel that answers names it."""
         for port in self.sentinel_ports:
-            answer = _redis_command(port, "SENTINEL", "get-master-addr-by-name", self.MASTER)
+            answer = redis_command(port, "SENTINEL", "get-master-addr-by-name", self.MASTER)
             if isinstance(answer, list) and len(answer) == 2:
                 return int(answer[1])
         return None
 
     def _settled(self) -> bool:
         for port in self.sentinel_ports:
-            replicas = _redis_command(port, "SENTINEL", "replicas", self.MASTER)
-            others = _redis_command(port, "SENTINEL", "sentinels", self.MASTER)
+            replicas = redis_command(port, "SENTINEL", "replicas", self.MASTER)
+            others = redis_command(port, "SENTINEL", "sentinels", self.MASTER)
             if not isinstance(replicas, list) or len(replicas) != 1 or not isinstance(others, list) or len(others) != 2:
                 return False
         return self.primary_port() == self.primary.port
@@ -245,7 +245,7 @@ class RedisSentinels:
         self.close()
 
 
-def _redis_command(port: int, *args: str):
+def redis_command(port: int, *args: str):
     """One command to a Redis or sentinel on loopback, by redis-py; None if it does not answer."""
     import redis
 

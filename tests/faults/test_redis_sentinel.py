@@ -4,6 +4,7 @@ primary is killed mid-sale from several buyer processes over gunicorn. Orders go
 for no longer than the failover takes; the locks lost with the old primary are fenced by the guarded
 UPDATE: 0 oversold, every answer true, the books balance."""
 
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -11,7 +12,7 @@ import pytest
 
 from tests.conftest import assert_told_their_orders, stock_of
 from tests.faults.conftest import assert_books, buyer_over_http
-from tests.processes import RedisSentinels, app_server, process_env, wait_for
+from tests.processes import BIN, ROOT, RedisSentinels, app_server, process_env, redis_command, wait_for
 from tests.race import run_parallel
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -35,6 +36,7 @@ def _sale_through_a_failover(make_variant, token, tmp_path, **env) -> dict:
             wait_for(lambda: redis.primary_port() not in (None, old), timeout=30, what="the sentinels to fail over")
             promoted, at_promotion = time.time(), stock_of(mug).reserved
             results = buyers.result()
+            queued = _task_queued_through_the_sentinels(shop_env, redis.primary_port())
     told = {key: {"number": number} for numbers, _, _ in results for key, number in numbers.items()}
     return {
         "mug": mug,
@@ -45,7 +47,16 @@ def _sale_through_a_failover(make_variant, token, tmp_path, **env) -> dict:
         "failover_seconds": promoted - killed,
         "sold_after_failover": STOCK - at_promotion,
         "log": log.read_text(),
+        "task_queued_on_the_new_primary": queued,
     }
+
+
+def _task_queued_through_the_sentinels(env: dict, primary: int) -> bool:
+    """Celery's broker (kombu's sentinel transport) sends a task where the sentinels now say the primary is."""
+    before = redis_command(primary, "LLEN", "celery") or 0
+    send = "from config.celery import app; app.send_task('orders.tasks.reconcile_stock')"
+    subprocess.run([str(BIN / "python"), "-c", send], cwd=ROOT, env=env, check=True, timeout=60)
+    return (redis_command(primary, "LLEN", "celery") or 0) == before + 1
 
 
 def _sold_once(sale: dict) -> None:
@@ -58,6 +69,7 @@ def _sold_once(sale: dict) -> None:
 def test_orders_go_on_through_a_sentinel_failover(make_variant, token, tmp_path):
     sale = _sale_through_a_failover(make_variant, token, tmp_path, LOCK_OUTAGE_RETRY_SECONDS="0.5")
     assert 0 < sale["failover_seconds"] < 30 and sale["sold_after_failover"] > 0
+    assert sale["task_queued_on_the_new_primary"]
     assert {code for code, _ in sale["retried"]} <= {"lock_timeout"}  # an answer lost with the primary
     assert "selling under the database's row locks" in sale["log"]  # while no primary answered
     assert "answers again" in sale["log"]  # then on the promoted replica's locks
