@@ -6,7 +6,6 @@ from functools import wraps
 from django.shortcuts import render
 from django.views.decorators.debug import sensitive_post_parameters
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from knox.models import AuthToken
 from rest_framework import exceptions, serializers, status
 from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.permissions import IsAuthenticated
@@ -14,6 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api import ErrorSerializer, JSONParser
+from core.services import api_token_create
 from core.throttling import LoginThrottle
 from core.tokens import TokenAuthentication
 
@@ -55,7 +55,7 @@ class TokenObtainApi(APIView):
         credentials = AuthTokenSerializer(data=request.data, context={"request": request})
         credentials.is_valid(raise_exception=True)  # wrong credentials raise, and stay counted
         throttle.give_back()  # a login that worked is not a guess
-        token, secret = AuthToken.objects.create(credentials.validated_data["user"])
+        token, secret = api_token_create(user=credentials.validated_data["user"])
         return Response(self.TokenOutputSerializer({"token": secret, "expires": token.expiry}).data)
 
 

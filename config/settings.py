@@ -349,6 +349,8 @@ REST_FRAMEWORK = {
 API_TOKEN_TTL_SECONDS = env.int("API_TOKEN_TTL_SECONDS", default=24 * 3600)
 if API_TOKEN_TTL_SECONDS <= 0:
     raise environ.ImproperlyConfigured("API_TOKEN_TTL_SECONDS must be positive: every token would be expired")
+# Live API tokens a user keeps; a new login beyond it revokes the oldest (core.services.api_token_create).
+API_TOKENS_PER_USER = env.int("API_TOKENS_PER_USER", default=10)
 REST_KNOX = {
     "TOKEN_TTL": timedelta(seconds=API_TOKEN_TTL_SECONDS),
     "AUTH_HEADER_PREFIX": "Token",
@@ -409,6 +411,17 @@ SWEEP_LOCK_WAIT_SECONDS = env.float("SWEEP_LOCK_WAIT_SECONDS", default=1.0)
 # database at its commit) is settled by the payment sweep: applied if its order can still be paid, else refunded.
 PAYMENT_SETTLE_AFTER_SECONDS = env.float("PAYMENT_SETTLE_AFTER_SECONDS", default=120)
 
+# Rows kept only for a while (orders.services.pruning, core.services): expired API tokens and sessions,
+# processed payment events and records of emails sent; pruned every PRUNE_SECONDS.
+PRUNE_SECONDS = env.float("PRUNE_SECONDS", default=3600)
+PAYMENT_EVENT_KEEP_DAYS = env.int("PAYMENT_EVENT_KEEP_DAYS", default=30)
+ORDER_EMAIL_KEEP_DAYS = env.int("ORDER_EMAIL_KEEP_DAYS", default=30)
+if PAYMENT_EVENT_KEEP_DAYS * 86400 < max(PAYMENT_EVENT_MATCH_SECONDS, 3 * 86400):
+    raise environ.ImproperlyConfigured(
+        "PAYMENT_EVENT_KEEP_DAYS must cover Stripe's 3 days of redelivery and PAYMENT_EVENT_MATCH_SECONDS"
+    )
+if ORDER_EMAIL_KEEP_DAYS * 86400 <= ORDER_EMAIL_WINDOW_SECONDS:
+    raise environ.ImproperlyConfigured("ORDER_EMAIL_KEEP_DAYS must outlast ORDER_EMAIL_WINDOW_SECONDS")
 CELERY_BEAT_SCHEDULE = {
     "expire-overdue-orders": {"task": "orders.tasks.sweep_expired_orders", "schedule": EXPIRY_SWEEP_SECONDS},
     "release-failed-payments": {"task": "orders.tasks.sweep_failed_payments", "schedule": EXPIRY_SWEEP_SECONDS},
@@ -417,6 +430,7 @@ CELERY_BEAT_SCHEDULE = {
     "expire-unpayable-checkouts": {"task": "orders.tasks.sweep_unpayable_checkouts", "schedule": EXPIRY_SWEEP_SECONDS},
     "send-order-emails": {"task": "orders.tasks.send_order_emails", "schedule": ORDER_EMAIL_SWEEP_SECONDS},
     "reconcile-stock": {"task": "orders.tasks.reconcile_stock", "schedule": RECONCILE_SECONDS},
+    "prune-history": {"task": "orders.tasks.prune_history", "schedule": PRUNE_SECONDS},
 }
 
 # --- Auth, i18n, static -----------------------------------------------------------------------

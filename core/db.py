@@ -313,3 +313,19 @@ def select_in_statement(model: type[models.Model], columns: str, **values_in) ->
     )
     sql = f"SELECT {columns} FROM {quote(model._meta.db_table)} WHERE {where}"
     return sql, [value for values in values_in.values() for value in values]
+
+
+def delete_in_batches(queryset: QuerySet, *, batch_size: int = 5000) -> int:
+    """Delete the queryset's rows for good (a soft-deletable model's too), ``batch_size`` at a time.
+
+    Each batch is its own short statement, so pruning a table never holds its locks for long; the
+    rows are picked by primary key, so each DELETE finds them by the primary index. The count deleted.
+    """
+    model, deleted = queryset.model, 0
+    for _ in range(10**6):  # bounded: a million batches
+        pks = list(queryset.order_by("pk").values_list("pk", flat=True)[:batch_size])
+        if not pks:
+            break
+        count, _ = models.QuerySet(model).filter(pk__in=pks).delete()  # a plain QuerySet: never a soft delete
+        deleted += count
+    return deleted

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import OperationalError
 
 from core.metrics import DRIFT_FOUND
+from core.services import api_token_list_delete_expired, session_list_delete_expired
 from inventory.errors import LockTimeout, LockUnavailable
 from inventory.selectors import stock_books
 from orders.models import Order, PaymentEvent
@@ -28,6 +29,7 @@ from orders.services import (
     refund_list_settle,
 )
 from orders.services.emails import order_email_list_send
+from orders.services.pruning import order_email_list_prune, payment_event_list_prune
 from vouchers.selectors import voucher_books
 
 logger = logging.getLogger(__name__)
@@ -153,6 +155,20 @@ def reconcile_stock() -> int:
     found = len(drifted) + len(stuck) + len(hidden) + len(vouchers)
     DRIFT_FOUND.inc(found)
     return found
+
+
+@shared_task(autoretry_for=RETRYABLE, retry_backoff=1, retry_backoff_max=30, max_retries=3)
+def prune_history() -> dict:
+    """Keep the tables that only grow bounded: expired tokens and sessions, old events and email records."""
+    pruned = {
+        "api tokens": api_token_list_delete_expired(),
+        "sessions": session_list_delete_expired(),
+        "payment events": payment_event_list_prune(),
+        "order emails": order_email_list_prune(),
+    }
+    if any(pruned.values()):
+        logger.info("pruned %s", ", ".join(f"{count} {name}" for name, count in pruned.items()))
+    return pruned
 
 
 def _logged(name: str, sweep) -> int:

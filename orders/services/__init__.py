@@ -18,6 +18,7 @@ from orders.services.paying import (
 )
 from orders.services.payment_events import payment_event_list_process, payment_event_process, payment_event_receive
 from orders.services.placing import order_place
+from orders.services.pruning import order_email_list_prune, payment_event_list_prune
 from orders.services.quoting import order_quote
 from orders.services.refunds import order_refund, refund_list_settle
 from orders.services.returns import return_request_accept, return_request_create, return_request_refuse
@@ -27,6 +28,7 @@ __all__ = [
     "SweepResult",
     "Tracking",
     "order_cancel",
+    "order_email_list_prune",
     "order_expire",
     "order_fail_payment",
     "order_list_claim",
@@ -39,6 +41,7 @@ __all__ = [
     "order_release_failed_payments",
     "order_reservations_settle",
     "payment_event_list_process",
+    "payment_event_list_prune",
     "payment_event_process",
     "payment_event_receive",
     "payment_closed",

@@ -100,3 +100,12 @@ def test_disabling_password_logins_revokes_the_tokens(customer):
     customer.set_unusable_password()  # the admin's "disable password-based authentication" does this
     customer.save()
     assert orders_with(token).status_code == 401
+
+
+def test_a_user_keeps_at_most_the_newest_tokens_and_older_logins_are_revoked(customer, settings):
+    """Knox looks at each of a user's tokens on every request: the count a user holds stays bounded."""
+    settings.API_TOKENS_PER_USER = 3
+    tokens = [login()["token"] for _ in range(5)]
+
+    assert [orders_with(token).status_code for token in tokens] == [401, 401, 200, 200, 200]
+    assert customer.auth_token_set.count() == 3
