@@ -349,6 +349,8 @@ REST_FRAMEWORK = {
 API_TOKEN_TTL_SECONDS = env.int("API_TOKEN_TTL_SECONDS", default=24 * 3600)
 if API_TOKEN_TTL_SECONDS <= 0:
     raise environ.ImproperlyConfigured("API_TOKEN_TTL_SECONDS must be positive: every token would be expired")
+# Admin change lists over tables that grow with history count at most this many rows (core.admin).
+LIST_COUNT_LIMIT = env.int("LIST_COUNT_LIMIT", default=10_000)
 # Live API tokens a user keeps; a new login beyond it revokes the oldest (core.services.api_token_create).
 API_TOKENS_PER_USER = env.int("API_TOKENS_PER_USER", default=10)
 REST_KNOX = {

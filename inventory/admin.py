@@ -19,7 +19,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.text import capfirst
 
-from core.admin import NonAtomicChangeformMixin, ReadOnlyAdminMixin
+from core.admin import GrowingTableAdminMixin, NonAtomicChangeformMixin, ReadOnlyAdminMixin
 from core.errors import DomainError
 from inventory.errors import BelowReserved, StaleStock
 from inventory.models import Reservation, Stock, StockMovement
@@ -245,7 +245,7 @@ class StockAdmin(NonAtomicChangeformMixin, admin.ModelAdmin):
 
 
 @admin.register(StockMovement)
-class StockMovementAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class StockMovementAdmin(GrowingTableAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     """The ledger, paginated: append-only, so there is nothing to edit."""
 
     list_display = ["created_at", "sku", "kind", "on_hand_delta", "reserved_delta", "why", "actor", "order"]
@@ -284,7 +284,7 @@ class ReservationExpiredFilter(admin.SimpleListFilter):
 
 
 @admin.register(Reservation)
-class ReservationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class ReservationAdmin(GrowingTableAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["id", "order", "sku", "quantity", "state", "release_reason", "expires_at", "created_at"]
     list_select_related = ["order_line__order", "variant"]
     list_filter = ["state", "release_reason", ReservationExpiredFilter]

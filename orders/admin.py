@@ -18,7 +18,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from core.admin import ReadOnlyAdminMixin, SoftDeleteAdmin
+from core.admin import GrowingTableAdminMixin, ReadOnlyAdminMixin, SoftDeleteAdmin
 from core.errors import DomainError
 from core.money import money_format
 from orders.models import PAID_STATUSES, Order, OrderLine, Payment, PaymentEvent, Refund, ReturnRequest, Shipment
@@ -258,7 +258,7 @@ class ShipForm(forms.Form):
 
 
 @admin.register(Order)
-class OrderAdmin(SoftDeleteAdmin):
+class OrderAdmin(GrowingTableAdminMixin, SoftDeleteAdmin):
     list_display = ["number", "buyer_name", "status", "total_shown", "created_at", "deleted"]
     list_select_related = ["customer"]
     list_filter = ["status", OverdueFilter, "created_at"]
@@ -548,7 +548,7 @@ class OrderAdmin(SoftDeleteAdmin):
 
 
 @admin.register(PaymentEvent)
-class PaymentEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class PaymentEventAdmin(GrowingTableAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     """The providers' webhook events as received: what the shop was told, and whether it was applied."""
 
     list_display = ["event_id", "type", "provider", "created_at", "processed"]
