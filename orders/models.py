@@ -408,7 +408,7 @@ class PaymentEvent(BaseModel):
     event_id = models.CharField(max_length=255)
     type = models.CharField(max_length=100)
     payload = models.JSONField()
-    processed_at = models.DateTimeField(null=True, blank=True)
+    processed_at = models.DateTimeField(null=True, blank=True, db_index=True)  # pruning finds the old ones by it
 
     class Meta(BaseModel.Meta):
         ordering = ["id"]
