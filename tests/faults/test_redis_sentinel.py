@@ -9,6 +9,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from django.conf import settings
 
 from tests.conftest import assert_told_their_orders, stock_of
 from tests.faults.conftest import assert_books, buyer_over_http
@@ -82,7 +83,9 @@ def test_without_the_fallback_orders_are_refused_only_while_the_failover_lasts(m
     refused_for = [at - sale["killed"] for _, at in sale["retried"]]
     assert {code for code, _ in sale["retried"]} <= {"lock_unavailable", "lock_timeout"}
     assert refused_for, "the buyers never noticed the primary go"
-    # Refused from the kill until the promoted replica answered, and not after: a buyer that waited on
-    # the old primary learns of its death within a lock wait.
-    assert max(refused_for) < sale["failover_seconds"] + 5, (refused_for, sale["failover_seconds"])
+    # Refused from the kill until the promoted replica answered, and not after, but for one case: a lock
+    # replicated to the replica whose holder's release failed while no primary answered lives out its TTL
+    # there, and a buyer queued behind it is refused after its lock wait.
+    longest = sale["failover_seconds"] + settings.LOCK_TTL_SECONDS + settings.LOCK_WAIT_SECONDS
+    assert max(refused_for) < longest, (refused_for, sale["failover_seconds"])
     _sold_once(sale)
