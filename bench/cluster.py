@@ -42,6 +42,8 @@ from http.server import ThreadingHTTPServer
 from multiprocessing import get_context
 from pathlib import Path
 
+from tests.processes import wait_for
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 BRIDGE, GATEWAY = "shopbr0", "10.77.0.1"
@@ -63,14 +65,6 @@ def namespace(host: int) -> str:
 
 def _run(*command: str) -> None:
     subprocess.run(command, check=True, capture_output=True, timeout=30)
-
-
-def _wait(predicate, *, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"waited {seconds:.0f}s for {what}")
-        time.sleep(0.2)
 
 
 def _answers(url: str) -> bool:
@@ -127,7 +121,7 @@ class Cluster:
             ["redis-server", "--port", str(REDIS_PORT), "--bind", GATEWAY, "127.0.0.1", "--save", "", "--appendonly"]
             + ["no", "--protected-mode", "no", "--dir", str(self.workdir / "redis")]
         )
-        _wait(lambda: _port_open(GATEWAY, REDIS_PORT), seconds=10, what="redis-server")
+        wait_for(lambda: _port_open(GATEWAY, REDIS_PORT), timeout=10, what="redis-server")
 
     def redis_kill(self) -> None:
         """SIGKILL Redis: every lock, queue and sold-out mark gone; the hosts sell under row locks meanwhile."""
@@ -197,7 +191,7 @@ class Cluster:
 
     def ready(self, host: int) -> None:
         url = f"http://{host_address(host)}:{APP_PORT}/readyz"
-        _wait(lambda: _answers(url), seconds=90, what=f"host {host} to be ready ({url})")
+        wait_for(lambda: _answers(url), timeout=90, what=f"host {host} to be ready ({url})")
 
     def kill(self, host: int) -> int:
         """SIGKILL every process in the host's namespace at once: the machine is gone. How many there were."""
@@ -207,7 +201,7 @@ class Cluster:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        _wait(lambda: not self._pids(host), seconds=30, what=f"host {host}'s processes to die")
+        wait_for(lambda: not self._pids(host), timeout=30, what=f"host {host}'s processes to die")
         return len(pids)
 
     def _pids(self, host: int) -> list[int]:
@@ -483,10 +477,10 @@ def _settle_and_check(journals: list[dict]) -> dict:
         return Counter(Order.all_objects.filter(number__in=numbers).values_list("status", flat=True))
 
     settle_started = time.monotonic()
-    _wait(lambda: status_of(paid) == Counter({"paid": len(paid)}), seconds=180, what="every paid order to be paid")
-    _wait(
+    wait_for(lambda: status_of(paid) == Counter({"paid": len(paid)}), timeout=180, what="every paid order to be paid")
+    wait_for(
         lambda: status_of(left) == Counter({"expired": len(left)}),
-        seconds=RESERVATION_TTL + 120,
+        timeout=RESERVATION_TTL + 120,
         what="every order left unpaid to expire",
     )
     settled = time.monotonic() - settle_started

@@ -300,9 +300,6 @@ def _served_outcome(sku: str, *, batch_type: type[Batch], answer: bytes | None):
     return outcome
 
 
-_RUN_ALONE, _UNKNOWN = wire.answer_encode(wire.RunAlone()), wire.answer_encode(wire.Unknown())
-
-
 def _serve(lock, *, sku: str, batch_type: type[Batch], request):
     """As holder: our request and those we took, in one transaction; every taken waiter is answered.
 
@@ -311,7 +308,7 @@ def _serve(lock, *, sku: str, batch_type: type[Batch], request):
     Our own result stands once committed, whatever becomes of the answers.
     """
     kind = batch_type.kind
-    answers = dict.fromkeys((waiter for waiter, _ in lock.taken), _RUN_ALONE)
+    answers = dict.fromkeys((waiter for waiter, _ in lock.taken), wire.RUN_ALONE_ANSWER)
     try:
         requests, waiters = [request], []
         for waiter, body in lock.taken:
@@ -327,9 +324,9 @@ def _serve(lock, *, sku: str, batch_type: type[Batch], request):
                 executed = True
         except BaseException:
             if executed:  # the commit itself failed: it may have happened
-                answers.update(dict.fromkeys(waiters, _UNKNOWN))
+                answers.update(dict.fromkeys(waiters, wire.UNKNOWN_ANSWER))
             raise
-        answers.update(dict.fromkeys(waiters, _UNKNOWN))
+        answers.update(dict.fromkeys(waiters, wire.UNKNOWN_ANSWER))
         for waiter, outcome in zip(waiters, outcomes[1:], strict=True):
             try:
                 answers[waiter] = wire.answer_encode(outcome)

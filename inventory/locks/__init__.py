@@ -52,7 +52,7 @@ from inventory.locks.soldout import (
     sold_out_mark,
     sold_out_seen,
 )
-from inventory.locks.wire import RunAlone, answer_encode, lock_key
+from inventory.locks.wire import RUN_ALONE_ANSWER, lock_key
 
 __all__ = [
     "HeldLocks",
@@ -71,7 +71,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _held = threading.local()
-_RUN_ALONE = answer_encode(RunAlone())
 
 
 def held_skus() -> frozenset[str]:
@@ -196,7 +195,7 @@ def sku_lock_serving(sku: str, *, kind: str, body: bytes, wait: float | None = N
     except LockUnavailable:
         if not lock_service_down():
             raise
-        yield None, _RUN_ALONE  # nothing was queued: the caller runs its section alone, under the rows' locks
+        yield None, RUN_ALONE_ANSWER  # nothing was queued: the caller runs its section alone, under the rows' locks
         return
     if lock.sold_out:
         sold_out_seen(sku)

@@ -156,6 +156,10 @@ def answer_encode(outcome) -> bytes:
     return encode(_Result(value=msgspec.Raw(encode(outcome))))
 
 
+# The two answers that carry no result, encoded once: every batch sends them to its waiters.
+RUN_ALONE_ANSWER, UNKNOWN_ANSWER = answer_encode(RunAlone()), answer_encode(Unknown())
+
+
 def answer_decode(body: bytes, result_type):
     """The outcome an answer carries: a ``result_type``, the ``DomainError`` refused with, ``RunAlone`` or
     ``Unknown``. ``Malformed`` if it fits none, or names a refusal code no error has."""

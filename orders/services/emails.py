@@ -136,10 +136,19 @@ def _claimed_email_send(*, order: Order, what: str, subject: str, template: str,
     return True
 
 
+def _emailed_at_claim(row: Shipment | Refund) -> bool:
+    """Claim a row's email (``emailed_at`` set only if unset): True if this call did, so two sweeps send it once."""
+    return bool(type(row).objects.filter(pk=row.pk, emailed_at__isnull=True).update(emailed_at=timezone.now()))
+
+
+def _emailed_at_unclaim(row: Shipment | Refund) -> None:
+    type(row).objects.filter(pk=row.pk).update(emailed_at=None)
+
+
 def shipment_email_send(*, shipment: Shipment) -> bool:
     """Email the buyer a shipment, with its lines and tracking, unless it was; True if this call sent it.
     Claimed first (``emailed_at`` set only if unset), so two sweeps send it once."""
-    if not Shipment.objects.filter(pk=shipment.pk, emailed_at__isnull=True).update(emailed_at=timezone.now()):
+    if not _emailed_at_claim(shipment):
         return False
     order = shipment.order
     last = order.shipments.order_by("-pk").values_list("pk", flat=True).first()
@@ -150,14 +159,14 @@ def shipment_email_send(*, shipment: Shipment) -> bool:
         subject=f"Order {order.number}: shipped with {shipment.carrier}",
         template="shipped",
         context={"order": order, "shipment": shipment, "completes": completes, "link": order_link(order)},
-        unclaim=lambda: Shipment.objects.filter(pk=shipment.pk).update(emailed_at=None),
+        unclaim=lambda: _emailed_at_unclaim(shipment),
     )
 
 
 def refund_email_send(*, refund: Refund) -> bool:
     """Email the buyer a refund, with its lines and amount, unless it was; True if this call sent it.
     Claimed first (``emailed_at`` set only if unset), so two sweeps send it once."""
-    if not Refund.objects.filter(pk=refund.pk, emailed_at__isnull=True).update(emailed_at=timezone.now()):
+    if not _emailed_at_claim(refund):
         return False
     order = refund.order
     last = order.refunds.filter(state=Refund.State.SUCCEEDED).order_by("-pk").values_list("pk", flat=True).first()
@@ -169,7 +178,7 @@ def refund_email_send(*, refund: Refund) -> bool:
         subject=f"Order {order.number}: {subject}",
         template="refund",
         context={"order": order, "refund": refund, "completes": completes, "link": order_link(order)},
-        unclaim=lambda: Refund.objects.filter(pk=refund.pk).update(emailed_at=None),
+        unclaim=lambda: _emailed_at_unclaim(refund),
     )
 
 
