@@ -8,6 +8,10 @@ again refunds once. Its answer completes the refund (the units go back on hand i
 order turns refunded once all it paid is back), or, refused, gives the claim back. A refund whose
 caller stopped midway is finished by the settle sweep.
 
+Every writer here takes the order's row before it writes the payment's: recording a refund takes a
+share lock on its payment's row (the refund's key names it), so one order of locks everywhere keeps a
+claim and a webhook from deadlocking.
+
 The provider's ``charge.refunded`` webhooks say how much it has refunded in all. That never completes
 a refund of ours (the answer to our request does); an amount beyond all of ours was refunded in the
 provider's dashboard and is recorded as a refund of its own, of every line left when it is the rest.
@@ -130,9 +134,9 @@ def payment_refunds_record(*, payment: Payment, refunded: Decimal | None) -> Non
     recorded as a refund of its own (of every line left, and the order refunded, when it is the rest).
     """
     total = payment.amount if refunded is None else min(refunded, payment.amount)
-    Payment.objects.filter(pk=payment.pk, amount_refunded__lt=total).update(amount_refunded=total)
     with stock_section(skus=payment.order.skus):
         order = Order.all_objects.select_for_update().get(pk=payment.order_id)
+        Payment.objects.filter(pk=payment.pk, amount_refunded__lt=total).update(amount_refunded=total)
         ours = Refund.objects.filter(payment=payment).exclude(state=Refund.State.FAILED).aggregate(sum=Sum("amount"))
         beyond = total - (ours["sum"] or 0)
         left = order.total - order.amount_refunded
@@ -273,7 +277,7 @@ def _refund_fail(refund: Refund) -> None:
 def _order_refunded_if_paid_back(order_id: int, payment_id: int) -> None:
     """Once all the order paid is back and no refund is under way, the order and its payment are refunded
     (and its voucher use given back, if ``VOUCHER_RELEASE_ON_REFUND``). Call in its stock section."""
-    order = Order.all_objects.get(pk=order_id)
+    order = Order.all_objects.select_for_update().get(pk=order_id)
     if order.amount_refunded < order.total or order.refunds.filter(state=Refund.State.REQUESTED).exists():
         return
     Payment.objects.filter(pk=payment_id).exclude(state=Payment.State.REFUNDED).update(state=Payment.State.REFUNDED)

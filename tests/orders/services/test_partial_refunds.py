@@ -1,11 +1,14 @@
 """Refunds by line: chosen units and the shipping, restocked or not, never more than was paid, also when
 refunds race each other or the provider's webhook; what the provider refunded on its own is recorded."""
 
+import threading
+import time
 from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection, transaction
 from django.db.models import Sum
 
 from core.errors import DomainError, InvalidInput
@@ -15,6 +18,7 @@ from orders.models import Order, OrderLine, Payment, Refund
 from orders.payments.local import local_event
 from orders.services import order_place, order_refund, refund_list_settle
 from orders.services.emails import order_email_list_send
+from orders.services.refunds import refund_claim
 from tests.conftest import ADDRESS_DE, assert_books_balance, pay, stock_of, webhook_deliver
 from tests.orders.conftest import refunded_units
 from tests.race import run_parallel, wait_for_peers
@@ -259,6 +263,48 @@ def test_refunds_racing_a_full_refund_at_the_provider_never_add_up_to_more_than_
 def _call(job):
     func, kwargs = job
     return func(**kwargs)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_provider_refund_waits_for_the_order_before_it_holds_the_payment_a_claim_needs(paid):
+    """A staff claim holds the order's row, then records its refund, whose key takes a share lock on the
+    payment's row. The provider's webhook arriving meanwhile waits for the order's row before it writes
+    the payment: both finish, neither is chosen as a deadlock's victim."""
+    order = paid["order"]
+    webhook_errors = []
+
+    def webhook():
+        try:
+            provider_says_refunded(order, "27.50", event="evt_dashboard_all")
+        except Exception as error:
+            webhook_errors.append(error)
+        finally:
+            connection.close()
+
+    with transaction.atomic():
+        Order.all_objects.select_for_update().get(pk=order.pk)
+        thread = threading.Thread(target=webhook)
+        thread.start()
+        _wait_until_another_connection_waits_for_a_row_lock()
+        refund = refund_claim(order, quantities={"MUG": 1}, restock=False)
+    thread.join(timeout=30)
+
+    assert not thread.is_alive() and webhook_errors == []
+    order.refresh_from_db()
+    assert order.amount_refunded == order.total and Refund.objects.get(pk=refund.pk).amount == Decimal("2.50")
+
+
+def _wait_until_another_connection_waits_for_a_row_lock(seconds: float = 10) -> None:
+    with connection.cursor() as cursor:
+        for _ in range(int(seconds / 0.05)):
+            cursor.execute(
+                "SELECT COUNT(*) FROM information_schema.processlist "
+                "WHERE id <> CONNECTION_ID() AND info LIKE '%%FOR UPDATE'"
+            )
+            if cursor.fetchone()[0]:
+                return
+            time.sleep(0.05)
+    raise AssertionError(f"no connection waited for a row lock within {seconds} s")
 
 
 def test_each_refund_is_emailed_once_and_the_last_says_the_order_is_refunded(paid, inbox):
