@@ -403,6 +403,12 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
 EXPIRY_SWEEP_SECONDS = env.float("EXPIRY_SWEEP_SECONDS", default=30)
 RECONCILE_SECONDS = env.float("RECONCILE_SECONDS", default=600)
+# A ledger checkpoint covers movements at least this old: longer than any transaction lives.
+LEDGER_CHECKPOINT_MARGIN_SECONDS = env.float("LEDGER_CHECKPOINT_MARGIN_SECONDS", default=300)
+if LEDGER_CHECKPOINT_MARGIN_SECONDS < 60:
+    raise environ.ImproperlyConfigured(
+        "LEDGER_CHECKPOINT_MARGIN_SECONDS must be at least 60: a checkpoint must never cover a movement still to commit"
+    )
 SWEEP_BATCH_SIZE = env.int("SWEEP_BATCH_SIZE", default=200)
 # A sweeper claims a batch for this long; if it dies, another sweeper takes the batch over afterwards.
 SWEEP_LEASE_SECONDS = env.float("SWEEP_LEASE_SECONDS", default=60)

@@ -130,3 +130,23 @@ class StockMovement(TimestampedModel):
 
     def delete(self, *args, **kwargs):
         raise TypeError("The stock ledger is append-only")
+
+
+class LedgerCheckpoint(TimestampedModel):
+    """A stock's ledger sums through one movement, so checking the books adds only the movements after it.
+
+    One per stock, moved forward under the SKU's lock (``inventory.services.ledger_checkpoint_take``):
+    what ``reconcile`` reads then follows recent activity, not history. ``reconcile --full`` sums the
+    whole ledger and verifies the checkpoints against it.
+    """
+
+    stock = models.OneToOneField(Stock, on_delete=models.PROTECT, related_name="checkpoint")
+    through_movement_id = models.BigIntegerField()  # the sums are of this stock's movements with id <= this
+    on_hand = models.IntegerField()
+    reserved = models.IntegerField()
+
+    class Meta:
+        ordering = ["stock_id"]
+
+    def __str__(self):
+        return f"stock {self.stock_id} through movement {self.through_movement_id}"

@@ -2,11 +2,11 @@
 
 from dataclasses import dataclass
 
-from django.db.models import IntegerField, OuterRef, QuerySet, Subquery, Sum, Value
+from django.db.models import F, IntegerField, OuterRef, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
 from core.errors import InvalidInput
-from inventory.models import Reservation, Stock, StockMovement
+from inventory.models import LedgerCheckpoint, Reservation, Stock, StockMovement
 from shop.models import sku_normalise
 
 
@@ -37,21 +37,8 @@ def _sum_per_stock(queryset, field, *, link="stock", outer="pk"):
     return Coalesce(Subquery(total, output_field=IntegerField()), Value(0))
 
 
-def stock_books(*, skus=None) -> list[StockBooks]:
-    """Per stock: counters beside the ledger sums and the active reservations (one query)."""
-    stocks = Stock.objects.select_related("variant").order_by("variant__sku")
-    if skus:
-        stocks = stocks.filter(variant__sku__in=skus)
-    stocks = stocks.annotate(
-        ledger_on_hand=_sum_per_stock(StockMovement.objects.all(), "on_hand_delta"),
-        ledger_reserved=_sum_per_stock(StockMovement.objects.all(), "reserved_delta"),
-        active_reserved=_sum_per_stock(
-            Reservation.objects.filter(state=Reservation.State.ACTIVE),
-            "quantity",
-            link="variant",
-            outer="variant_id",
-        ),
-    )
+def stock_books(*, skus=None, full: bool = False) -> list[StockBooks]:
+    """Per stock: counters beside the ledger sums and the active reservations (one query, so one moment)."""
     return [
         StockBooks(
             sku=stock.variant.sku,
@@ -61,7 +48,89 @@ def stock_books(*, skus=None) -> list[StockBooks]:
             ledger_reserved=stock.ledger_reserved,
             active_reserved=stock.active_reserved,
         )
-        for stock in stocks
+        for stock in _stocks_with_books(skus=skus, full=full)
+    ]
+
+
+def _stocks_with_books(*, skus, full: bool):
+    """All the stocks in one query for ``full``; else a query per stock, each one a range of the ledger."""
+    if full:
+        yield from stock_list_with_books(skus=skus, full=True)
+        return
+    stocks = Stock.objects.order_by("variant__sku")
+    if skus:
+        stocks = stocks.filter(variant__sku__in=skus)
+    for pk in stocks.values_list("pk", flat=True):
+        yield from stock_list_with_books(pk=pk)
+
+
+def stock_list_with_books(*, skus=None, pk: int | None = None, full: bool = False) -> QuerySet[Stock]:
+    """The stocks, each with ``ledger_on_hand``, ``ledger_reserved`` and ``active_reserved``.
+
+    The ledger sums are the stock's checkpoint plus the movements after it (``LedgerCheckpoint``): what
+    is read follows recent activity. ``full``: the whole ledger, however long. The range of the ledger
+    after a checkpoint is read as a range of its (stock, id) index only for one stock (``pk``): MariaDB
+    reads every index entry of each stock when the query covers several.
+    """
+    stocks = Stock.objects.select_related("variant").order_by("variant__sku")
+    if skus:
+        stocks = stocks.filter(variant__sku__in=skus)
+    if pk is not None:
+        stocks = stocks.filter(pk=pk)
+    movements = StockMovement.objects.all()
+    on_hand, reserved = Value(0), Value(0)
+    if not full:
+        movements = movements.filter(pk__gt=Coalesce(OuterRef("checkpoint__through_movement_id"), 0))
+        on_hand = Coalesce(F("checkpoint__on_hand"), 0)
+        reserved = Coalesce(F("checkpoint__reserved"), 0)
+    return stocks.annotate(
+        ledger_on_hand=on_hand + _sum_per_stock(movements, "on_hand_delta"),
+        ledger_reserved=reserved + _sum_per_stock(movements, "reserved_delta"),
+        active_reserved=_sum_per_stock(
+            Reservation.objects.filter(state=Reservation.State.ACTIVE),
+            "quantity",
+            link="variant",
+            outer="variant_id",
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class CheckpointBooks:
+    """A ledger checkpoint beside the sums of the movements it covers: they must agree."""
+
+    sku: str
+    through_movement_id: int
+    on_hand: int
+    reserved: int
+    ledger_on_hand: int
+    ledger_reserved: int
+
+    def describe(self) -> str:
+        return (
+            f"{self.sku}: checkpoint through movement {self.through_movement_id} says on_hand {self.on_hand}, "
+            f"reserved {self.reserved}; its movements sum to {self.ledger_on_hand}, {self.ledger_reserved}"
+        )
+
+
+def ledger_checkpoint_list_unverified() -> list[CheckpointBooks]:
+    """The checkpoints whose sums differ from the movements they cover (reads the whole ledger)."""
+    covered = StockMovement.objects.filter(pk__lte=OuterRef("through_movement_id"))
+    checkpoints = LedgerCheckpoint.objects.select_related("stock__variant").annotate(
+        ledger_on_hand=_sum_per_stock(covered, "on_hand_delta", outer="stock_id"),
+        ledger_reserved=_sum_per_stock(covered, "reserved_delta", outer="stock_id"),
+    )
+    return [
+        CheckpointBooks(
+            sku=c.stock.variant.sku,
+            through_movement_id=c.through_movement_id,
+            on_hand=c.on_hand,
+            reserved=c.reserved,
+            ledger_on_hand=c.ledger_on_hand,
+            ledger_reserved=c.ledger_reserved,
+        )
+        for c in checkpoints.order_by("stock__variant__sku")
+        if (c.on_hand, c.reserved) != (c.ledger_on_hand, c.ledger_reserved)
     ]
 
 

@@ -8,14 +8,16 @@ carried out in batches (``inventory.batching``).
 """
 
 import logging
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 import msgspec
 from django.conf import settings
 from django.db import IntegrityError, connection
-from django.db.models import F, Sum
+from django.db.models import Exists, F, OuterRef, Sum
+from django.db.models.functions import Coalesce
 
+from core.clock import db_now
 from core.db import from_row, insert_defaults, statements_run
 from core.errors import InvalidInput, InvalidQuantity
 from inventory import sql
@@ -24,10 +26,11 @@ from inventory.errors import (
     BelowReserved,
     DuplicateLine,
     LedgerInconsistent,
+    LockTimeout,
     StaleStock,
     StockInvariantBroken,
 )
-from inventory.models import Reservation, Stock, StockMovement
+from inventory.models import LedgerCheckpoint, Reservation, Stock, StockMovement
 from inventory.section import stock_section
 from shop.models import sku_normalise
 from shop.selectors import variant_get_for_stock
@@ -356,3 +359,61 @@ def stock_rebuild_from_ledger(*, sku: str) -> Stock:
         )
         stock.refresh_from_db()
     return stock
+
+
+CHECKPOINT_STEP = 50_000  # movements summed per step in the SKU's section: a buyer waits for one step at most
+
+
+@dataclass
+class CheckpointsTaken:
+    moved: int = 0  # checkpoints moved forward
+    skipped: list[str] = field(default_factory=list)  # SKUs whose lock stayed busy: taken next time
+
+
+def ledger_checkpoint_take(*, stock: Stock, lock_wait: float | None = None) -> LedgerCheckpoint | None:
+    """Move the stock's checkpoint through its newest movement older than LEDGER_CHECKPOINT_MARGIN_SECONDS:
+    the last checkpoint plus the movements after it, CHECKPOINT_STEP at a time, each step in the SKU's
+    stock section (a short one, so buyers barely wait). None if it has no such movement yet.
+
+    The margin outlasts any transaction (lock TTLs and database lock waits bound them), so a movement whose
+    id comes before the checkpoint's has committed, also when its writer's lock was lost.
+    """
+    while True:
+        with stock_section(skus=[stock.variant.sku], lock_wait=lock_wait):
+            checkpoint = LedgerCheckpoint.objects.filter(stock=stock).first()
+            after = checkpoint.through_movement_id if checkpoint else 0
+            before = db_now() - timedelta(seconds=settings.LEDGER_CHECKPOINT_MARGIN_SECONDS)
+            sums = sql.ledger_sums_after(stock_id=stock.pk, after_id=after, before=before, limit=CHECKPOINT_STEP)
+            if sums.through_movement_id is None:
+                return checkpoint
+            if checkpoint is None:
+                checkpoint = LedgerCheckpoint(stock=stock, on_hand=0, reserved=0)
+            checkpoint.on_hand += sums.on_hand
+            checkpoint.reserved += sums.reserved
+            checkpoint.through_movement_id = sums.through_movement_id
+            checkpoint.save()
+        if sums.complete:
+            return checkpoint
+
+
+def ledger_checkpoint_list_take(*, lock_wait: float | None = None) -> CheckpointsTaken:
+    """Move forward the checkpoint of every stock with movements after it; a SKU whose lock stays busy
+    past ``lock_wait`` is skipped (logged) and its checkpoint moved the next time."""
+    after = Coalesce(OuterRef("checkpoint__through_movement_id"), 0)
+    behind = Stock.objects.filter(Exists(StockMovement.objects.filter(stock=OuterRef("pk"), pk__gt=after)))
+    result = CheckpointsTaken()
+    for stock in behind.select_related("variant").order_by("pk").iterator(chunk_size=500):
+        try:
+            ledger_checkpoint_take(stock=stock, lock_wait=lock_wait)
+            result.moved += 1
+        except LockTimeout:
+            logger.info("ledger checkpoint of %s skipped: its lock is busy; taken next time", stock.variant.sku)
+            result.skipped.append(stock.variant.sku)
+    return result
+
+
+def ledger_checkpoint_rebuild(*, stock: Stock) -> LedgerCheckpoint | None:
+    """Sum the stock's whole ledger again into its checkpoint (one that does not match its ledger)."""
+    LedgerCheckpoint.objects.filter(stock=stock).delete()
+    logger.warning("ledger checkpoint of %s rebuilt from the whole ledger", stock.variant.sku)
+    return ledger_checkpoint_take(stock=stock)

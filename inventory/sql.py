@@ -154,3 +154,40 @@ def reservations_stored(rows: list[dict], results: list) -> list[dict]:
 
 def _table_of(model) -> str:
     return connection.ops.quote_name(model._meta.db_table)
+
+
+class LedgerSums(NamedTuple):
+    on_hand: int
+    reserved: int
+    through_movement_id: int | None  # the newest movement summed; None: none was
+    complete: bool  # False: more movements old enough follow, past ``limit``
+
+
+def ledger_sums_after(*, stock_id: int, after_id: int, before: datetime, limit: int) -> LedgerSums:
+    """The sums of a stock's next movements after ``after_id``, at most ``limit``, all older than ``before``.
+
+    They stop short of the first movement created at ``before`` or later: a movement's id is taken
+    before its transaction commits, so only where every transaction that could still commit one has
+    ended are the ids below settled (the caller's margin bounds how long a transaction lives).
+    """
+    movements = _table_of(StockMovement)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT MIN(id) FROM {movements} WHERE stock_id = %s AND id > %s AND created_at >= %s",
+            [stock_id, after_id, before],
+        )
+        (first_recent,) = cursor.fetchone()
+        settled, settled_params = ("AND id < %s ", [first_recent]) if first_recent else ("", [])
+        cursor.execute(
+            f"SELECT id FROM {movements} WHERE stock_id = %s AND id > %s {settled}ORDER BY id LIMIT 2 OFFSET %s",
+            [stock_id, after_id, *settled_params, limit - 1],
+        )
+        bound = [row[0] for row in cursor.fetchall()]
+        upto, upto_params = ("AND id <= %s", bound[:1]) if bound else (settled.strip(), settled_params)
+        cursor.execute(
+            f"SELECT COALESCE(SUM(on_hand_delta), 0), COALESCE(SUM(reserved_delta), 0), MAX(id) FROM {movements}"
+            f" WHERE stock_id = %s AND id > %s {upto}",
+            [stock_id, after_id, *upto_params],
+        )
+        on_hand, reserved, newest = cursor.fetchone()
+    return LedgerSums(int(on_hand), int(reserved), newest, complete=len(bound) < 2)

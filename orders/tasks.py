@@ -14,6 +14,7 @@ from core.metrics import DRIFT_FOUND
 from core.services import api_token_list_delete_expired, session_list_delete_expired
 from inventory.errors import LockTimeout, LockUnavailable
 from inventory.selectors import stock_books
+from inventory.services import ledger_checkpoint_list_take
 from orders.models import Order, PaymentEvent
 from orders.payments.local import local_webhook_secret
 from orders.payments.stripe import webhook_sign
@@ -133,7 +134,9 @@ def send_order_emails() -> int:
 
 @shared_task
 def reconcile_stock() -> int:
-    """Check the books and shout about any drift; repairs are a person's call (manage.py reconcile --fix)."""
+    """Move the ledger checkpoints forward, then check the books from them and shout about any drift;
+    repairs are a person's call (manage.py reconcile --fix)."""
+    ledger_checkpoint_list_take(lock_wait=settings.SWEEP_LOCK_WAIT_SECONDS)
     drifted = [row for row in stock_books() if row.drifted]
     for row in drifted:
         logger.error("STOCK DRIFT %s", row.describe())
