@@ -7,6 +7,10 @@ Every refusal is ``{"code": ..., "detail": ..., "fields": {...}}`` plus the erro
 import logging
 import re
 
+from django.conf import settings
+from django.core.paginator import Paginator
+from django.db.models import QuerySet
+from django.utils.functional import cached_property
 from rest_framework import exceptions, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
@@ -61,12 +65,45 @@ def _drf_error_body(exc, response) -> dict:
     return {"code": code, "detail": str(detail), "fields": {}}
 
 
+class BoundedCountPaginator(Paginator):
+    """Django's paginator over a list counted no further than ``LIST_COUNT_LIMIT`` rows.
+
+    A plain count is a ``COUNT(*)`` of every matching row on every page: over a customer's orders or a
+    stock's ledger that grows with history, that scan is what a page costs. This counts a ``LIMIT``-ed
+    subquery, as the admin's lists do (``core.admin.BoundedCountPaginator``), here one row past the limit
+    to tell whether more match; the pages go as far as the limit.
+    """
+
+    @cached_property
+    def counted(self) -> int:
+        """The rows matching, counted up to one past the limit."""
+        bound = settings.LIST_COUNT_LIMIT + 1
+        if isinstance(self.object_list, QuerySet):
+            return self.object_list.order_by()[:bound].count()  # no order to keep: any index may count
+        return len(self.object_list[:bound])
+
+    @cached_property
+    def count(self) -> int:
+        return min(self.counted, settings.LIST_COUNT_LIMIT)
+
+    @property
+    def count_exact(self) -> bool:
+        """Whether ``count`` is every row matching, not the limit with more beyond it."""
+        return self.counted <= settings.LIST_COUNT_LIMIT
+
+
 class Pagination(PageNumberPagination):
-    """Pages of 20 (``page_size`` up to 100). A malformed ``page`` or ``page_size`` is a 400, not ignored."""
+    """Pages of 20 (``page_size`` up to 100), counted no further than ``LIST_COUNT_LIMIT`` rows.
+
+    The answer is DRF's (``count``, ``next``, ``previous``, ``results``) plus ``count_exact``: false when more
+    rows match than the limit, ``count`` is then the limit and the pages stop there. A malformed ``page``
+    or ``page_size`` is a 400, not ignored.
+    """
 
     page_size = 20
     page_size_query_param = "page_size"
     max_page_size = 100
+    django_paginator_class = BoundedCountPaginator
 
     def get_page_size(self, request):
         raw = request.query_params.get(self.page_size_query_param)
@@ -80,10 +117,36 @@ class Pagination(PageNumberPagination):
             raise exceptions.ValidationError({"page": "A page number, from 1."})
         return super().get_page_number(request, paginator)
 
+    def get_paginated_response(self, data):
+        return Response(
+            {
+                "count": self.page.paginator.count,
+                "count_exact": self.page.paginator.count_exact,
+                "next": self.get_next_link(),
+                "previous": self.get_previous_link(),
+                "results": data,
+            }
+        )
+
+    def get_paginated_response_schema(self, schema):
+        response = super().get_paginated_response_schema(schema)
+        limit, properties = settings.LIST_COUNT_LIMIT, response["properties"]
+        count = {**properties.pop("count"), "description": f"The rows matching, counted no further than {limit}."}
+        count_exact = {
+            "type": "boolean",
+            "description": f"false: more rows match than were counted; count is the limit ({limit}) and the pages "
+            "stop there.",
+        }
+        response["properties"] = {"count": count, "count_exact": count_exact, **properties}
+        response["required"] = [*response["required"], "count_exact"]
+        return response
+
     def get_schema_operation_parameters(self, view):
         parameters = super().get_schema_operation_parameters(view)
         for parameter in parameters:
             parameter["schema"]["minimum"] = 1
             if parameter["name"] == self.page_size_query_param:
                 parameter["schema"]["maximum"] = self.max_page_size
+            if parameter["name"] == self.page_query_param:
+                parameter["description"] = "A page number, from 1; the pages go as far as count (else 404)."
         return parameters
