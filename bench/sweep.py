@@ -1,9 +1,16 @@
-"""How fast does the expiry sweep give stock back? 10,000 expired orders on MariaDB.
+"""How fast does the expiry sweep give stock back, and what do buyers of those SKUs feel meanwhile?
 
-Side by side in one run, on identical fresh data:
-- ``ours x1``: one sweeper (``order_release_expired``: leased batches, per-order lock + transaction);
-- ``ours x4``: four sweepers at once (SELECT ... FOR UPDATE SKIP LOCKED shares the work);
+Overdue orders (100,000 by default) over 200 SKUs on MariaDB, each sweep on identical fresh data, side
+by side in one run:
+- ``batched x1`` / ``x4``: ``order_release_expired``, one or four sweepers (SELECT ... FOR UPDATE SKIP
+  LOCKED shares the work), each claimed batch expired in one stock section (``order_list_expire``);
+- ``one by one x1`` / ``x4``: the same with ``one_by_one``, each order in a section of its own: how the
+  sweep ran before batches (its fallback now). It is run on ``--baseline-orders`` orders (its rate does
+  not depend on how many wait) and its time to give back them all is that rate's;
 - ``floor``: three set-based UPDATEs in one transaction, no locks, no ledger - what the database alone can do.
+
+While each sweep runs, ``--buyers`` processes place one-unit orders on the swept SKUs: their p99 beside
+the same buyers with no sweep running shows how long a sweep holds a SKU's lock.
 
     DATABASE_URL=mysql://root:@127.0.0.1:3306/shop REDIS_URL=redis://127.0.0.1:6379/0 python -m bench.sweep
 """
@@ -29,21 +36,22 @@ from django.db.models import F, OuterRef, Subquery, Sum  # noqa: E402
 from django.db.models.functions import Coalesce  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from inventory.models import Reservation, Stock, StockMovement  # noqa: E402
+from inventory.models import LedgerCheckpoint, Reservation, Stock, StockMovement  # noqa: E402
 from inventory.selectors import stock_books  # noqa: E402
 from orders.models import Order, OrderLine, new_order_number  # noqa: E402
-from orders.services import order_release_expired  # noqa: E402
+from orders.services import order_place, order_release_expired  # noqa: E402
 from shop.models import Product, ProductVariant  # noqa: E402
 
 
 def build(orders: int, skus: int) -> None:
     """Fresh catalog with ``orders`` overdue orders, books balanced (bulk inserts: this is a fixture)."""
-    empty_tables(StockMovement, Reservation, OrderLine, Order, Stock, ProductVariant, Product)
+    empty_tables(LedgerCheckpoint, StockMovement, Reservation, OrderLine, Order, Stock, ProductVariant, Product)
     rng = random.Random(7)
     now = timezone.now()
     product = Product.objects.create(name="Bench")
     variants = ProductVariant.objects.bulk_create(
-        ProductVariant(product=product, sku=f"BENCH-{n:04d}", name=f"Bench {n}", price=1) for n in range(skus)
+        ProductVariant(product=product, sku=f"BENCH-{n:04d}", name=f"Bench {n}", price=1, requires_shipping=False)
+        for n in range(skus)
     )
     stocks = {
         p.pk: s for p, s in zip(variants, Stock.objects.bulk_create(Stock(variant=p) for p in variants), strict=True)
@@ -91,21 +99,22 @@ def build(orders: int, skus: int) -> None:
     assert not [row for row in stock_books() if row.drifted]
 
 
-def ours(workers: int, batch: int) -> tuple[int, int]:
+def ours(workers: int, batch: int, one_by_one: bool) -> tuple[int, int]:
     """Returns (orders released, queries issued by the single-sweeper run or 0)."""
     if workers == 1:
         queries = []
         with connection.execute_wrapper(lambda execute, sql, *args: queries.append(sql) or execute(sql, *args)):
-            done = order_release_expired(batch_size=batch).done
+            done = order_release_expired(batch_size=batch, one_by_one=one_by_one).done
         return done, len(queries)
     connections.close_all()
     with multiprocessing.get_context("fork").Pool(workers) as pool:
-        return sum(pool.map(_sweep, [batch] * workers)), 0
+        return sum(pool.map(_sweep, [(batch, one_by_one)] * workers)), 0
 
 
-def _sweep(batch: int) -> int:
+def _sweep(job: tuple[int, bool]) -> int:
+    batch, one_by_one = job
     connections.close_all()
-    return order_release_expired(batch_size=batch).done
+    return order_release_expired(batch_size=batch, one_by_one=one_by_one).done
 
 
 def floor() -> tuple[int, int]:
@@ -122,38 +131,115 @@ def floor() -> tuple[int, int]:
     return len(ids), 5
 
 
-def run_sweep(*, orders: int = 10_000, skus: int = 200, batch: int = 200) -> dict:
-    """Each sweep on identical fresh data: {name: (seconds, orders released, queries or 0)}."""
+class Buyers:
+    """``count`` processes placing one-unit orders on random SKUs until stopped; their latencies in ms."""
+
+    def __init__(self, count: int, skus: int):
+        self.count, self.skus = count, skus
+        self.context = multiprocessing.get_context("fork")
+        self.stop = self.context.Event()
+        self.queue = self.context.Queue()
+
+    def __enter__(self):
+        connections.close_all()
+        self.processes = [self.context.Process(target=self._buy, args=(n,)) for n in range(self.count)]
+        for process in self.processes:
+            process.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.latencies = [ms for _ in self.processes for ms in self.queue.get(timeout=60)]
+        for process in self.processes:
+            process.join(10)
+
+    def _buy(self, n: int) -> None:
+        connections.close_all()
+        rng, latencies = random.Random(n), []
+        try:
+            while not self.stop.is_set():
+                started = time.perf_counter()
+                order_place(
+                    email=f"buyer{n}@example.com",
+                    items=[{"sku": f"BENCH-{rng.randrange(self.skus):04d}", "quantity": 1}],
+                    idempotency_key=f"buyer-{n}-{len(latencies)}-{time.monotonic_ns()}",
+                )
+                latencies.append((time.perf_counter() - started) * 1000)
+        finally:
+            self.queue.put(latencies)
+
+
+def p99(latencies: list[float]) -> float:
+    return sorted(latencies)[int(len(latencies) * 0.99)] if latencies else float("nan")
+
+
+def run_sweep(
+    *, orders: int = 100_000, skus: int = 200, batch: int = 200, baseline_orders: int = 10_000, buyers: int = 2
+) -> dict:
+    """Each sweep on identical fresh data: {name: (seconds, orders released, queries or 0, buyers' p99 ms, placed)}."""
     call_command("migrate", verbosity=0)
-    runs = {"ours x1": lambda: ours(1, batch), "ours x4": lambda: ours(4, batch), "floor": floor}
+    baseline_orders = min(baseline_orders, orders)
+    runs = {
+        "batched x1": (orders, lambda: ours(1, batch, one_by_one=False)),
+        "batched x4": (orders, lambda: ours(4, batch, one_by_one=False)),
+        "one by one x1 (before batches)": (baseline_orders, lambda: ours(1, batch, one_by_one=True)),
+        "one by one x4 (before batches)": (baseline_orders, lambda: ours(4, batch, one_by_one=True)),
+        "floor": (orders, floor),
+    }
     results = {}
-    for name, run in runs.items():
-        build(orders, skus)
-        started = time.perf_counter()
-        released, queries = run()
-        results[name] = (time.perf_counter() - started, released, queries)
-        assert released == orders, (name, released)
+    build(baseline_orders, skus)
+    with Buyers(buyers, skus) as quiet:
+        time.sleep(10)
+    results["no sweep (buyers alone)"] = (10.0, 0, 0, p99(quiet.latencies), len(quiet.latencies))
+    for name, (count, run) in runs.items():
+        build(count, skus)
+        with Buyers(buyers, skus) as during:
+            started = time.perf_counter()
+            released, queries = run()
+            seconds = time.perf_counter() - started
+        results[name] = (seconds, released, queries, p99(during.latencies), len(during.latencies))
+        assert released == count, (name, released)
+        assert name == "floor" or not [row for row in stock_books(full=True) if row.drifted], name  # no ledger
     return results
 
 
-def sweep_table(results: dict) -> list[str]:
+def sweep_table(results: dict, orders: int) -> list[str]:
     base = results["floor"][0]
-    rows = ["| sweep | seconds | orders/s | x floor time | queries per order |", "|---|---|---|---|---|"]
-    for name, (seconds, released, queries) in results.items():
-        per_order = "5 in all" if name == "floor" else (f"{queries / released:.1f}" if queries else "-")
-        rows.append(f"| {name} | {seconds:.1f} | {released / seconds:.0f} | {seconds / base:.1f} | {per_order} |")
+    rows = [
+        f"| sweep | orders | seconds | orders/s | {orders:,} back on sale in (s) | x floor time | queries per order "
+        "| buyers' p99 ms (orders placed meanwhile) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, (seconds, released, queries, buyers_p99, placed) in results.items():
+        if not released:
+            rows.append(f"| {name} | - | - | - | - | - | - | {buyers_p99:.1f} ({placed:,}) |")
+            continue
+        per_order = "5 in all" if name == "floor" else (f"{queries / released:.2f}" if queries else "-")
+        back = orders / (released / seconds)
+        rows.append(
+            f"| {name} | {released:,} | {seconds:.1f} | {released / seconds:,.0f} | {'~' if released < orders else ''}"
+            f"{back:.0f} | {seconds / base * orders / released:.1f} | {per_order} | {buyers_p99:.1f} ({placed:,}) |"
+        )
     return rows
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--orders", type=int, default=10_000)
+    parser.add_argument("--orders", type=int, default=100_000)
+    parser.add_argument("--baseline-orders", type=int, default=10_000)
     parser.add_argument("--skus", type=int, default=200)
     parser.add_argument("--batch", type=int, default=200)
+    parser.add_argument("--buyers", type=int, default=2)
     args = parser.parse_args()
-    results = run_sweep(orders=args.orders, skus=args.skus, batch=args.batch)
-    print(f"MariaDB, database {DATABASE}, {args.orders} overdue orders over {args.skus} SKUs, batch {args.batch}\n")
-    print("\n".join(sweep_table(results)))
+    results = run_sweep(
+        orders=args.orders,
+        skus=args.skus,
+        batch=args.batch,
+        baseline_orders=args.baseline_orders,
+        buyers=args.buyers,
+    )
+    print(f"MariaDB, database {DATABASE}, overdue orders over {args.skus} SKUs, batch {args.batch}\n")
+    print("\n".join(sweep_table(results, args.orders)))
 
 
 if __name__ == "__main__":

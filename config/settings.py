@@ -410,6 +410,10 @@ if LEDGER_CHECKPOINT_MARGIN_SECONDS < 60:
         "LEDGER_CHECKPOINT_MARGIN_SECONDS must be at least 60: a checkpoint must never cover a movement still to commit"
     )
 SWEEP_BATCH_SIZE = env.int("SWEEP_BATCH_SIZE", default=200)
+# Overdue orders expired in one stock section: every buyer of their SKUs waits for one section at most.
+SWEEP_SECTION_ORDERS = env.int("SWEEP_SECTION_ORDERS", default=25)
+if SWEEP_SECTION_ORDERS < 1:
+    raise environ.ImproperlyConfigured("SWEEP_SECTION_ORDERS must be at least 1")
 # A sweeper claims a batch for this long; if it dies, another sweeper takes the batch over afterwards.
 SWEEP_LEASE_SECONDS = env.float("SWEEP_LEASE_SECONDS", default=60)
 # A sweeper waits this little for a SKU (a payment may be in flight) and otherwise retries later.

@@ -8,6 +8,7 @@ carried out in batches (``inventory.batching``).
 """
 
 import logging
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -183,54 +184,62 @@ def stock_reserve(*, order, expires_at: datetime) -> list[Reservation]:
 
 def stock_commit(*, order) -> list[Reservation]:
     """Turn the order's active reservations into sales. Twice is a no-op with the same result."""
-    return _reservations_settle(order=order, state=Reservation.State.COMMITTED)
+    _reservations_settle(order_ids=[order.pk], skus=order.skus, state=Reservation.State.COMMITTED)
+    return list(Reservation.objects.filter(order_line__order=order, state=Reservation.State.COMMITTED))
 
 
 def stock_release(*, order, reason: str) -> list[Reservation]:
     """Give the order's reserved units back. Twice is a no-op with the same result."""
+    stock_list_release(order_ids=[order.pk], skus=order.skus, reason=reason)
+    return list(Reservation.objects.filter(order_line__order=order, state=Reservation.State.RELEASED))
+
+
+def stock_list_release(*, order_ids: list[int], skus, reason: str) -> int:
+    """Give back the reserved units of these orders (``skus``: all their SKUs); how many reservations."""
     if reason not in Reservation.ReleaseReason.values:
         raise InvalidInput(fields={"reason": f"One of {', '.join(Reservation.ReleaseReason.values)}."})
-    return _reservations_settle(order=order, state=Reservation.State.RELEASED, reason=reason)
+    return _reservations_settle(order_ids=order_ids, skus=skus, state=Reservation.State.RELEASED, reason=reason)
 
 
-def _reservations_settle(*, order, state: str, reason: str = "") -> list[Reservation]:
+def _reservations_settle(*, order_ids: list[int], skus, state: str, reason: str = "") -> int:
+    """Settle the active reservations of these orders, set-based: the same statements for one order or a
+    sweep's batch (one counter UPDATE per SKU). The reservations' rows are locked before they flip, so
+    each settles once even if a lock is lost; the counters' UPDATEs are guarded. How many settled."""
     committing = state == Reservation.State.COMMITTED
-    kind = StockMovement.Kind.COMMIT if committing else StockMovement.Kind.RELEASE
-    order_reservations = Reservation.objects.filter(order_line__order=order)
-    with stock_section(skus=order.skus):
-        active = order_reservations.filter(state=Reservation.State.ACTIVE).select_related("variant__stock")
-        active = list(active.order_by("variant_id"))
-        stocks = {reservation.variant_id: reservation.variant.stock for reservation in active}
-        movements = []
-        for reservation in active:
-            # The state flip is itself conditional, so a reservation settles once even if a lock is lost.
-            if not Reservation.objects.filter(pk=reservation.pk, state=Reservation.State.ACTIVE).update(
-                state=state, release_reason=reason
-            ):
-                continue
-            quantity = reservation.quantity
-            counters = {"reserved": F("reserved") - quantity, "version": F("version") + 1}
-            if committing:
-                counters["on_hand"] = F("on_hand") - quantity
-            if not Stock.objects.filter(pk=stocks[reservation.variant_id].pk, reserved__gte=quantity).update(
-                **counters
-            ):
-                raise StockInvariantBroken(f"Stock {reservation.variant_id} holds fewer than {quantity} reserved units")
-            movements.append(
-                StockMovement(
-                    stock=stocks[reservation.variant_id],
-                    kind=kind,
-                    on_hand_delta=-quantity if committing else 0,
-                    reserved_delta=-quantity,
-                    order=order,
-                    reservation=reservation,
-                    reason=reason,
-                )
+    with stock_section(skus=skus):
+        candidates = dict(
+            Reservation.objects.filter(order_line__order_id__in=order_ids, state=Reservation.State.ACTIVE).values_list(
+                "pk", "order_line__order_id"
             )
-        StockMovement.objects.bulk_create(movements)
-        if movements and not committing:
-            logger.info("released %d reservation(s) of order %s (%s)", len(movements), order.number, reason)
-        return list(order_reservations.filter(state=state))
+        )
+        active = list(
+            Reservation.objects.filter(pk__in=candidates, state=Reservation.State.ACTIVE)
+            .select_for_update()
+            .order_by("pk")
+            .values_list("pk", "variant_id", "quantity", named=True)
+        )
+        if not active:
+            return 0
+        Reservation.objects.filter(pk__in=[r.pk for r in active]).update(state=state, release_reason=reason)
+        units = Counter()
+        for reservation in active:
+            units[reservation.variant_id] += reservation.quantity
+        stocks = sql.reserved_settle(units=units, committing=committing)
+        StockMovement.objects.bulk_create(
+            StockMovement(
+                stock_id=stocks[r.variant_id],
+                kind=StockMovement.Kind.COMMIT if committing else StockMovement.Kind.RELEASE,
+                on_hand_delta=-r.quantity if committing else 0,
+                reserved_delta=-r.quantity,
+                order_id=candidates[r.pk],
+                reservation_id=r.pk,
+                reason=reason,
+            )
+            for r in active
+        )
+    if not committing:
+        logger.info("released %d reservation(s) of %d order(s) (%s)", len(active), len(order_ids), reason)
+    return len(active)
 
 
 def stock_restock(

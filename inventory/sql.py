@@ -82,6 +82,28 @@ def _reserved_add_statement(*, variant_id: int, quantity: int) -> tuple[str, lis
     return sql, [quantity, connection.ops.adapt_datetimefield_value(timezone.now()), variant_id, quantity]
 
 
+def reserved_settle(*, units: dict[int, int], committing: bool) -> dict[int, int]:
+    """Take settled units off each product's reserved count (``committing``: off on hand too), guarded
+    so no count goes below what it holds; in one round trip. The stock ids by product."""
+    stock, now = _table_of(Stock), connection.ops.adapt_datetimefield_value(timezone.now())
+    on_hand = "on_hand = on_hand - %s, " if committing else ""
+    updates = [
+        (
+            f"UPDATE {stock} SET {on_hand}reserved = reserved - %s, version = version + 1, updated_at = %s"
+            " WHERE variant_id = %s AND reserved >= %s",
+            [*([quantity] if committing else []), quantity, now, variant_id, quantity],
+        )
+        for variant_id, quantity in sorted(units.items())
+    ]
+    *done, ids = statements_run(
+        connection.alias, [*updates, select_in_statement(Stock, "variant_id, id", variant_id=sorted(units))]
+    )
+    short = [variant_id for variant_id, count in zip(sorted(units), done, strict=True) if not count]
+    if short:
+        raise StockInvariantBroken(f"Stocks of products {short} hold fewer reserved units than are settled")
+    return dict(ids)
+
+
 def reservations_statements(rows: list[dict]) -> tuple[list[tuple[str, list]], list[dict]]:
     """The INSERT of the reservations and the INSERT of their ledger rows, and the rows with defaults
     (``reservations_stored`` reads what the two statements return).

@@ -6,12 +6,12 @@ payment racing an expiry has exactly one winner, and the stock change rides in t
 
 from celery import current_app
 from django.db import transaction
-from django.db.models.functions import Now
 
 from inventory.models import Reservation
 from inventory.section import stock_section
 from inventory.services import (
     stock_commit,
+    stock_list_release,
     stock_release,
 )
 from orders.errors import (
@@ -19,7 +19,7 @@ from orders.errors import (
     OrderNotFound,
 )
 from orders.models import PAID_STATUSES, Order
-from orders.selectors import order_charge_waiting
+from orders.selectors import order_list_overdue
 from vouchers.services import voucher_use_commit, voucher_use_release
 
 Status = Order.Status
@@ -66,13 +66,33 @@ def order_reload(order: Order) -> Order:
 def order_expire(*, order: Order) -> bool:
     """Expire an overdue unpaid order and release its stock. False if it was paid, cancelled, not yet due,
     or a charge for it waits to be applied (``order_charge_waiting``)."""
-    with stock_section(skus=order.skus):
-        due = Order.objects.filter(pk=order.pk, status=Status.AWAITING_PAYMENT, expires_at__lte=Now())
-        if not due.exclude(order_charge_waiting()).update(status=Status.EXPIRED):
-            return False
-        order_stock_release(order=order, reason=Reservation.ReleaseReason.EXPIRED)
-    order.status = Status.EXPIRED
-    return True
+    return bool(order_list_expire(orders=[order]))
+
+
+def order_list_expire(*, orders: list[Order], lock_wait: float | None = None) -> list[Order]:
+    """Expire those of ``orders`` that are overdue and unpaid, as ``order_expire`` does one, and release
+    their stock: in one stock section over all their SKUs, with the same statements however many orders
+    (a sweep's batch is one short section, not one per order). The orders expired.
+
+    What is due is read by ``order_list_overdue``'s rule with the rows locked, so a payment or a cancel
+    racing the sweep has one winner.
+    """
+    if not orders:
+        return []
+    by_pk = {order.pk: order for order in orders}
+    skus = sorted({sku for order in orders for sku in order.skus})
+    with stock_section(skus=skus, lock_wait=lock_wait):
+        due = list(order_list_overdue().filter(pk__in=by_pk).select_for_update().values_list("pk", flat=True))
+        if not due:
+            return []
+        Order.all_objects.filter(pk__in=due).update(status=Status.EXPIRED)
+        stock_list_release(order_ids=due, skus=skus, reason=Reservation.ReleaseReason.EXPIRED)
+        for pk in due:
+            if by_pk[pk].voucher_code:
+                voucher_use_release(order_id=pk)
+    for pk in due:
+        by_pk[pk].status = Status.EXPIRED
+    return [by_pk[pk] for pk in due]
 
 
 def order_fail_payment(*, order: Order) -> bool:

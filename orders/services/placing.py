@@ -38,7 +38,7 @@ from orders.errors import IdempotencyConflict, TooManyOpenOrders
 from orders.models import Order, OrderLine, new_order_number
 from orders.pricing import OrderPrice, order_price
 from orders.selectors import order_count_open_guest, order_list_overdue_holding, order_units_held
-from orders.services.lifecycle import order_expire
+from orders.services.lifecycle import order_list_expire
 from orders.services.limits import order_lines_check_limits
 from orders.services.quoting import order_addresses_check
 from shipping.selectors import shipping_methods_from_rows, shipping_methods_statement
@@ -649,10 +649,8 @@ def _orders_expire_overdue_holding(*, skus) -> int:
     Orders that also hold other SKUs are left to the sweeper: taking more locks now could deadlock.
     """
     held = set(skus)
-    expired = 0
-    for order in order_list_overdue_holding(skus=skus).prefetch_related("lines__variant")[:OVERDUE_EXPIRY_LIMIT]:
-        if {line.variant.sku for line in order.lines.all()} <= held and order_expire(order=order):
-            expired += 1
+    overdue = order_list_overdue_holding(skus=skus).prefetch_related("lines__variant")[:OVERDUE_EXPIRY_LIMIT]
+    expired = len(order_list_expire(orders=[order for order in overdue if set(order.skus) <= held]))
     if expired:
         logger.info("expired %d overdue order(s) holding %s to serve a new order", expired, sorted(held))
     return expired

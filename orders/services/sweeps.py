@@ -17,7 +17,7 @@ from orders.selectors import (
     order_list_final_holding_stock,
     order_list_overdue,
 )
-from orders.services.lifecycle import Status, order_expire, order_reservations_settle
+from orders.services.lifecycle import Status, order_expire, order_list_expire, order_reservations_settle
 
 logger = logging.getLogger(__name__)
 
@@ -29,17 +29,28 @@ class SweepResult:
     skipped: list[str] = field(default_factory=list)  # busy (a payment in flight) or failed: retried later
 
 
-def order_release_expired(*, batch_size: int, dry_run: bool = False, progress=None) -> SweepResult:
+def order_release_expired(
+    *, batch_size: int, dry_run: bool = False, progress=None, one_by_one: bool = False
+) -> SweepResult:
     """Expire overdue unpaid orders and release their stock, a claimed batch at a time.
 
     Several sweepers can run at once: each claims its batch with SELECT ... FOR UPDATE SKIP LOCKED.
+    A batch is expired in one short stock section (``order_list_expire``); if one of its SKUs stays
+    busy past SWEEP_LOCK_WAIT_SECONDS, its orders go one by one, and a busy one waits for the next run.
+    ``one_by_one``: every order so (how the sweep ran before batches; bench/sweep.py compares them).
     ``progress`` is called with the number of orders handled per batch.
     """
     if dry_run:
         overdue = order_list_overdue()
         units = OrderLine.objects.filter(order__in=overdue).aggregate(units=Sum("quantity"))["units"]
         return SweepResult(done=overdue.count(), units=units or 0)
-    return _orders_sweep(order_list_overdue(), action=order_expire, batch_size=batch_size, progress=progress)
+    return _orders_sweep(
+        order_list_overdue(),
+        action=order_expire,
+        batch_action=None if one_by_one else order_list_expire,
+        batch_size=batch_size,
+        progress=progress,
+    )
 
 
 def order_release_failed_payments(*, batch_size: int, progress=None) -> SweepResult:
@@ -52,15 +63,22 @@ def order_release_failed_payments(*, batch_size: int, progress=None) -> SweepRes
     )
 
 
-def _orders_sweep(queryset, *, action, batch_size: int, progress) -> SweepResult:
-    """One pass over the orders in id order: a skipped order waits for the next run, even if its lease lapses."""
+def _orders_sweep(queryset, *, action, batch_size: int, progress, batch_action=None) -> SweepResult:
+    """One pass over the orders in id order: a skipped order waits for the next run, even if its lease lapses.
+    ``batch_action`` (if any) takes a claimed batch a section at a time; what it cannot take, ``action``
+    takes order by order."""
     result = SweepResult()
     last_id = 0
     while batch := _orders_claim(queryset.filter(pk__gt=last_id), batch_size=batch_size):
         last_id = batch[-1].pk
+        done, rest = _orders_sweep_sections(batch, batch_action) if batch_action else (set(), batch)
+        rest_ids = {order.pk for order in rest}
         for order in batch:
             units = sum(line.quantity for line in order.lines.all())
-            outcome = _order_sweep_one(order, action)
+            if order.pk in rest_ids:
+                outcome = _order_sweep_one(order, action)
+            else:
+                outcome = "done" if order.pk in done else "noop"
             if outcome == "done":
                 result.done += 1
                 result.units += units
@@ -69,6 +87,27 @@ def _orders_sweep(queryset, *, action, batch_size: int, progress) -> SweepResult
         if progress:
             progress(len(batch))
     return result
+
+
+def _orders_sweep_sections(batch: list[Order], batch_action) -> tuple[set[int], list[Order]]:
+    """``batch_action`` over the batch, SWEEP_SECTION_ORDERS orders at a time (one stock section each, so a
+    buyer of their SKUs waits for one short section): the ids it changed, and the orders it could not
+    take (a SKU stayed busy, or it failed) to be taken one by one."""
+    done = set()
+    for start in range(0, len(batch), settings.SWEEP_SECTION_ORDERS):
+        part = batch[start : start + settings.SWEEP_SECTION_ORDERS]
+        try:
+            changed = retry_on_deadlock(
+                lambda part=part: batch_action(orders=part, lock_wait=settings.SWEEP_LOCK_WAIT_SECONDS)
+            )
+        except LockTimeout:
+            logger.info("%d order(s) wait for busy SKUs; they go one by one", len(part))
+            return done, batch[start:]
+        except Exception:
+            logger.exception("%d order(s) could not be swept at once; they go one by one", len(part))
+            return done, batch[start:]
+        done.update(order.pk for order in changed)
+    return done, []
 
 
 def _order_sweep_one(order: Order, action) -> str:

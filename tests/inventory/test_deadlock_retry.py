@@ -48,20 +48,22 @@ def test_a_real_deadlock_victim_is_retried_and_both_transactions_commit(make_var
     assert len(attempts) == 3  # a deadlock happened: one victim, tried twice
 
 
-def test_the_expiry_sweep_retries_an_order_whose_release_was_a_deadlock_victim(make_variant, customer, monkeypatch):
+@pytest.mark.parametrize("one_by_one", [False, True])
+def test_the_expiry_sweep_retries_a_release_that_was_a_deadlock_victim(make_variant, customer, monkeypatch, one_by_one):
     mug = make_variant(sku="MUG", stock=3)
     order = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k1")
     Order.objects.filter(pk=order.pk).update(expires_at=timezone.now() - timedelta(hours=1))
-    real, calls = orders.services.sweeps.order_expire, []
+    name = "order_expire" if one_by_one else "order_list_expire"
+    real, calls = getattr(orders.services.sweeps, name), []
 
-    def deadlocked_once(*, order):
-        calls.append(order.number)
+    def deadlocked_once(**kwargs):
+        calls.append(kwargs)
         if len(calls) == 1:
             raise OperationalError(DEADLOCK, "Deadlock found when trying to get lock; try restarting transaction")
-        return real(order=order)
+        return real(**kwargs)
 
-    monkeypatch.setattr(orders.services.sweeps, "order_expire", deadlocked_once)
-    result = order_release_expired(batch_size=10)
-    assert (result.done, result.skipped, calls) == (1, [], [order.number, order.number])
+    monkeypatch.setattr(orders.services.sweeps, name, deadlocked_once)
+    result = order_release_expired(batch_size=10, one_by_one=one_by_one)
+    assert (result.done, result.skipped, len(calls)) == (1, [], 2)
     assert Order.objects.get(pk=order.pk).status == Order.Status.EXPIRED
     assert_books_balance(mug)

@@ -4,18 +4,22 @@ from collections import Counter
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 import orders.services.sweeps
 from core.errors import DomainError
-from inventory.models import Reservation
+from inventory.models import Reservation, Stock
 from orders.models import Order, OrderLine, Payment
 from orders.services import (
+    order_cancel,
     order_fail_payment,
     order_place,
     order_release_expired,
     order_release_failed_payments,
 )
+from orders.services.lifecycle import order_list_expire
 from orders.tasks import release_order_stock, sweep_expired_orders, sweep_failed_payments
 from tests.conftest import assert_books_balance, pay, sold_out_marks_lapse, stock_of
 from tests.processes import wait_for
@@ -83,6 +87,61 @@ def test_one_bad_order_does_not_stop_the_batch_and_a_busy_one_is_retried_later(m
     Order.objects.update(sweep_lease_until=timezone.now() - timedelta(seconds=1))  # the lease lapses
     assert order_release_expired(batch_size=10).done == 2
     assert_books_balance(mug, tee)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_section_expires_its_orders_with_the_same_statements_however_many_they_are(make_variant, settings):
+    """Set-based: a fixed number of statements per stock section, not per order."""
+    settings.SWEEP_SECTION_ORDERS = 100
+    for n in range(4):
+        make_variant(sku=f"SKU{n}", stock=500)
+
+    def statements_to_sweep(orders: int) -> int:
+        make_overdue(*[place(f"SKU{n % 4}", 1 + n % 3, f"o{orders}-{n}") for n in range(orders)])
+        with CaptureQueriesContext(connection) as queries:
+            assert order_release_expired(batch_size=100).done == orders
+        return len(queries)
+
+    assert statements_to_sweep(10) == statements_to_sweep(60)
+    assert Reservation.objects.filter(state="active").count() == 0
+    assert_books_balance(*[Stock.objects.get(variant__sku=f"SKU{n}").variant for n in range(4)])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claimed_batch_is_expired_a_few_orders_per_section(make_variant, settings, monkeypatch):
+    """A buyer of a swept SKU waits for one section at most: SWEEP_SECTION_ORDERS orders, not the batch."""
+    settings.SWEEP_SECTION_ORDERS = 10
+    mug = make_variant(sku="MUG", stock=100)
+    make_overdue(*[place("MUG", 1, f"o{i}") for i in range(35)])
+    sections = []
+    real = orders.services.sweeps.order_list_expire
+    monkeypatch.setattr(
+        orders.services.sweeps, "order_list_expire", lambda **kw: sections.append(len(kw["orders"])) or real(**kw)
+    )
+
+    assert order_release_expired(batch_size=200).done == 35
+
+    assert sections == [10, 10, 10, 5]
+    assert_books_balance(mug)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_order_the_batch_cannot_expire_is_left_and_the_rest_expired(make_variant):
+    """Expired at once, a batch re-reads what is due under its locks: one paid or cancelled since the
+    claim is left as it is, the others expired."""
+    mug = make_variant(sku="MUG", stock=20)
+    overdue = [place("MUG", 1, f"o{i}") for i in range(4)]
+    make_overdue(*overdue)
+    claimed = list(Order.objects.filter(pk__in=[o.pk for o in overdue]).prefetch_related("lines__variant"))
+    order_cancel(order=overdue[1])
+
+    expired = order_list_expire(orders=claimed)
+
+    assert sorted(o.pk for o in expired) == sorted(o.pk for o in overdue if o.pk != overdue[1].pk)
+    assert Order.objects.get(pk=overdue[1].pk).status == "cancelled"
+    assert set(releases_per_reservation().values()) == {1}
+    assert stock_of(mug).reserved == 0
+    assert_books_balance(mug)
 
 
 def _sweep(batch_size):
