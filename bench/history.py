@@ -1,0 +1,303 @@
+"""How the shop's costs grow with history: the books, the expiry sweep and the order lists, measured on a
+database holding only what the measurements need beside one that also holds ``--orders`` (10 million)
+orders of history, each written by ``manage.py seed_history``.
+
+    DATABASE_URL=mysql://root:@127.0.0.1:3306/shop REDIS_URL=redis://127.0.0.1:6379/0 bin/history-bench
+
+Two databases, ``<name>_hist_fresh`` and ``<name>_hist_big``, are kept between runs (the big one takes a
+while to write; ``--rebuild`` writes them again). Each holds ``--overdue-total`` orders awaiting payment
+past their expiry; the big one holds the history besides. In each, side by side:
+
+- the books: the reconcile task's first checkpoint (it sums the whole ledger once), ``reconcile`` from
+  the checkpoints, ``reconcile --full``, and ``reconcile`` as it was before checkpoints (``--before``, a
+  commit run from a git worktree on the same database);
+- the expiry sweep of ``--overdue`` orders, batched with 1 and 4 sweepers, and order by order (the sweep
+  before batches) on ``--baseline`` of them: a slice of the overdue orders is made due before each run;
+- the lists: the admin's order list, the API's order list and the "my orders" page of the customer with
+  the most orders (median of 5 requests through Django's test client, in-process).
+
+The report goes to docs/history.md.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+REPORT = ROOT / "docs" / "history.md"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--orders", type=int, default=10_000_000, help="orders of history in the big database")
+    parser.add_argument("--skus", type=int, default=200)
+    parser.add_argument("--overdue", type=int, default=100_000, help="overdue orders each batched sweep releases")
+    parser.add_argument("--baseline", type=int, default=10_000, help="overdue orders each one-by-one sweep releases")
+    parser.add_argument("--before", default="aa30817^", help="the commit whose reconcile had no checkpoints")
+    parser.add_argument("--rebuild", action="store_true", help="write both databases again")
+    parser.add_argument("--only", choices=["fresh", "big"], help="measure one database")
+    args = parser.parse_args()
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith("mysql"):
+        raise SystemExit("Set DATABASE_URL=mysql://... (and REDIS_URL): the history is written to MariaDB.")
+    overdue_total = 2 * args.overdue + 2 * args.baseline
+    databases = {
+        "fresh": (f"{url.rsplit('/', 1)[1]}_hist_fresh", overdue_total),
+        "big": (f"{url.rsplit('/', 1)[1]}_hist_big", args.orders + overdue_total),
+    }
+    before = _worktree(args.before)
+    results = json.loads(REPORT.with_suffix(".json").read_text()) if REPORT.with_suffix(".json").exists() else {}
+    for label, (name, orders) in databases.items():
+        if args.only and label != args.only:
+            continue
+        env = os.environ | {"DATABASE_URL": url.rsplit("/", 1)[0] + "/" + name, "LOCK_KEY_PREFIX": f"hist-{label}"}
+        seeded = _database(env, name, orders=orders, overdue=overdue_total, skus=args.skus, rebuild=args.rebuild)
+        measured = _child(env, ["measure", "--overdue", str(args.overdue), "--baseline", str(args.baseline)])
+        measured["before checkpoints"] = _reconcile_before(before, env)
+        results[label] = {"orders": orders, "seeded": seeded or results.get(label, {}).get("seeded"), **measured}
+        REPORT.with_suffix(".json").write_text(json.dumps(results, indent=1))
+    REPORT.write_text(_report(results, args))
+    print(REPORT.read_text())
+
+
+def _worktree(ref: str) -> Path:
+    """The code of ``ref``, checked out beside this one (once)."""
+    path = (
+        Path("/tmp")
+        / f"shop-before-{subprocess.check_output(['git', 'rev-parse', '--short', ref], cwd=ROOT, text=True).strip()}"
+    )
+    if not path.exists():
+        subprocess.run(["git", "worktree", "add", "--detach", str(path), ref], cwd=ROOT, check=True)
+    return path
+
+
+def _database(env: dict, name: str, *, orders: int, overdue: int, skus: int, rebuild: bool) -> dict | None:
+    """Create, migrate and seed the database unless it holds its orders already; the seeding's figures."""
+    manage = [sys.executable, str(ROOT / "manage.py")]
+    mysql = ["mysql", "-uroot", "-h127.0.0.1"]
+    if rebuild:
+        subprocess.run([*mysql, "-e", f"DROP DATABASE IF EXISTS `{name}`"], check=True)
+    subprocess.run([*mysql, "-e", f"CREATE DATABASE IF NOT EXISTS `{name}` CHARACTER SET utf8mb4"], check=True)
+    subprocess.run([*manage, "migrate", "-v0"], env=env, check=True)
+    held = subprocess.run(
+        [*mysql, name, "-N", "-e", "SELECT COUNT(*) FROM orders_order"], capture_output=True, text=True, check=True
+    )
+    if int(held.stdout.strip()) >= orders:
+        return None
+    started = time.perf_counter()
+    subprocess.run(
+        [*manage, "seed_history", "--orders", str(orders), "--skus", str(skus), "--overdue", str(overdue)],
+        env=env,
+        check=True,
+    )
+    return {"seconds": time.perf_counter() - started}
+
+
+def _child(env: dict, args: list[str]) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.history", *args], env=env, cwd=ROOT, capture_output=True, text=True
+    )
+    if out.returncode:
+        raise SystemExit(out.stderr[-3000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _reconcile_before(worktree: Path, env: dict) -> float:
+    """Seconds the reconcile command of the code before checkpoints takes on this database."""
+    script = (
+        "import django, io, time; django.setup(); from django.core.management import call_command; "
+        "started = time.perf_counter(); call_command('reconcile', stdout=io.StringIO()); "
+        "print(time.perf_counter() - started)"
+    )
+    env = env | {"DJANGO_SETTINGS_MODULE": "config.settings", "SECRET_KEY": env.get("SECRET_KEY", "bench-only")}
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, cwd=worktree, capture_output=True, text=True, check=True
+    )
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def _report(results: dict, args) -> str:
+    fresh, big = results.get("fresh", {}), results.get("big", {})
+
+    def cell(data: dict, *path, fmt="{:.2f}"):
+        for key in path:
+            data = data.get(key, {}) if isinstance(data, dict) else {}
+        return fmt.format(data) if isinstance(data, (int, float)) else "-"
+
+    def row(name, *path, fmt="{:.2f}"):
+        return f"| {name} | {cell(fresh, *path, fmt=fmt)} | {cell(big, *path, fmt=fmt)} |"
+
+    orders = f"{big.get('orders', args.orders):,}"
+    lines = [
+        "# Costs as history grows",
+        "",
+        "Generated by `bin/history-bench` (`bench/history.py`): every figure measured on this machine (2 cores,",
+        "MariaDB's default 128 MiB buffer pool), on a database holding only the overdue orders the sweeps",
+        f"release (*fresh*) beside one that also holds the history of {orders} orders written by",
+        "`manage.py seed_history` (*history*). Seconds unless said.",
+        "",
+        f"| measure | fresh ({fresh.get('orders', 0):,} orders) | history ({orders} orders) |",
+        "|---|---|---|",
+        row("write the database (`seed_history`)", "seeded", "seconds", fmt="{:.0f}"),
+        row("ledger rows", "ledger_rows", fmt="{:,}"),
+        row("the first ledger checkpoints (the whole ledger, once)", "checkpoint_first"),
+        row("moving the checkpoints forward again (the task, each run)", "checkpoint_again"),
+        row("`reconcile`, from the checkpoints", "reconcile"),
+        row("`reconcile --full`", "reconcile_full"),
+        row("`reconcile` before checkpoints", "before checkpoints"),
+    ]
+    for name, key in [
+        (f"sweep of {args.overdue:,} overdue orders, batched, 1 sweeper", "sweep batched x1"),
+        (f"sweep of {args.overdue:,} overdue orders, batched, 4 sweepers", "sweep batched x4"),
+        (f"sweep of {args.baseline:,} overdue orders, one by one, 1 sweeper", "sweep one by one x1"),
+        (f"sweep of {args.baseline:,} overdue orders, one by one, 4 sweepers", "sweep one by one x4"),
+    ]:
+        lines.append(row(f"{name}: seconds", key, "seconds"))
+        lines.append(row(f"{name}: orders released a second", key, "rate", fmt="{:,.0f}"))
+    lines += [
+        row("admin order list (ms, median of 5)", "admin_list_ms", fmt="{:.0f}"),
+        row("API order list of the busiest customer (ms)", "api_list_ms", fmt="{:.0f}"),
+        row('that customer\'s "my orders" page (ms)', "my_orders_ms", fmt="{:.0f}"),
+        row("that customer's orders", "customer_orders", fmt="{:,}"),
+        "",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# --- in the child: Django set up on one database --------------------------------------------------------
+
+
+def measure(overdue: int, baseline: int) -> dict:
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.db import connection
+    from django.db.models import Count
+
+    from inventory.models import LedgerCheckpoint, StockMovement
+    from inventory.services import ledger_checkpoint_list_take
+    from orders.models import Order
+
+    results = {"ledger_rows": StockMovement.objects.count()}
+    LedgerCheckpoint.objects.all().delete()
+    results["checkpoint_first"] = _timed(ledger_checkpoint_list_take)
+    results["checkpoint_again"] = _timed(ledger_checkpoint_list_take)
+    results["reconcile"] = _timed(lambda: _quiet(call_command, "reconcile"))
+    results["reconcile_full"] = _timed(lambda: _quiet(call_command, "reconcile", "--full"))
+
+    busiest = Order.objects.exclude(customer=None).values("customer").annotate(n=Count("pk")).order_by("-n").first()
+    customer = get_user_model().objects.get(pk=busiest["customer"])
+    results["customer_orders"] = busiest["n"]
+    staff, _ = get_user_model().objects.get_or_create(
+        username="history-staff", defaults={"is_staff": True, "is_superuser": True}
+    )
+    results["admin_list_ms"] = _median_ms(staff, "/admin/orders/order/")
+    results["api_list_ms"] = _median_ms(customer, "/api/orders/")
+    results["my_orders_ms"] = _median_ms(customer, "/orders/")
+
+    awaiting = list(Order.objects.filter(status="awaiting_payment").order_by("pk").values_list("pk", flat=True))
+    slices = {
+        "sweep batched x1": (awaiting[:overdue], 1, False),
+        "sweep batched x4": (awaiting[overdue : 2 * overdue], 4, False),
+        "sweep one by one x1": (awaiting[2 * overdue : 2 * overdue + baseline], 1, True),
+        "sweep one by one x4": (awaiting[2 * overdue + baseline : 2 * overdue + 2 * baseline], 4, True),
+    }
+    for name, (ids, workers, one_by_one) in slices.items():
+        _make_due(connection, ids)
+        started = time.perf_counter()
+        released = _sweep(workers, one_by_one)
+        seconds = time.perf_counter() - started
+        results[name] = {"seconds": seconds, "released": released, "rate": released / seconds}
+    ledger_checkpoint_list_take()
+    _quiet(call_command, "reconcile")  # the books balance after the sweeps
+    return results
+
+
+def _make_due(connection, ids: list[int]) -> None:
+    """Only these orders awaiting payment are overdue: the others' expiry moves a day ahead."""
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE orders_order SET expires_at = NOW(6) + INTERVAL 1 DAY WHERE status = 'awaiting_payment'")
+        for start in range(0, len(ids), 5000):
+            part = ids[start : start + 5000]
+            cursor.execute(
+                f"UPDATE orders_order SET expires_at = NOW(6) - INTERVAL 1 MINUTE, sweep_lease_until = NULL"
+                f" WHERE id IN ({', '.join(['%s'] * len(part))})",
+                part,
+            )
+
+
+def _sweep(workers: int, one_by_one: bool) -> int:
+    import multiprocessing
+
+    from django.conf import settings
+    from django.db import connections
+
+    from orders.services import order_release_expired
+
+    if workers == 1:
+        return order_release_expired(batch_size=settings.SWEEP_BATCH_SIZE, one_by_one=one_by_one).done
+    connections.close_all()
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        return sum(pool.map(_sweeper, [one_by_one] * workers))
+
+
+def _sweeper(one_by_one: bool) -> int:
+    from django.conf import settings
+    from django.db import connections
+
+    from orders.services import order_release_expired
+
+    connections.close_all()
+    return order_release_expired(batch_size=settings.SWEEP_BATCH_SIZE, one_by_one=one_by_one).done
+
+
+def _median_ms(user, path: str) -> float:
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    times = []
+    for _ in range(5):
+        started = time.perf_counter()
+        response = client.get(path)
+        times.append((time.perf_counter() - started) * 1000)
+        assert response.status_code == 200, (path, response.status_code)
+    return statistics.median(times)
+
+
+def _timed(func) -> float:
+    started = time.perf_counter()
+    func()
+    return time.perf_counter() - started
+
+
+def _quiet(func, *args):
+    import io
+
+    from django.core.management import CommandError
+
+    try:
+        func(*args, stdout=io.StringIO(), stderr=io.StringIO())
+    except CommandError as drift:  # timed all the same; the report's books must balance
+        raise SystemExit(f"{args}: the books do not balance on the seeded database") from drift
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["measure"]:
+        child = argparse.ArgumentParser()
+        child.add_argument("measure")
+        child.add_argument("--overdue", type=int)
+        child.add_argument("--baseline", type=int)
+        parsed = child.parse_args()
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+        os.environ.setdefault("SECRET_KEY", "bench-only-not-a-secret")
+        print(json.dumps(measure(parsed.overdue, parsed.baseline)))
+    else:
+        main()
