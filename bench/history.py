@@ -41,6 +41,7 @@ def main() -> None:
     parser.add_argument("--before", default="aa30817^", help="the commit whose reconcile had no checkpoints")
     parser.add_argument("--rebuild", action="store_true", help="write both databases again")
     parser.add_argument("--only", choices=["fresh", "big"], help="measure one database")
+    parser.add_argument("--seed-only", action="store_true", help="write the databases, measure nothing")
     args = parser.parse_args()
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith("mysql"):
@@ -57,6 +58,10 @@ def main() -> None:
             continue
         env = os.environ | {"DATABASE_URL": url.rsplit("/", 1)[0] + "/" + name, "LOCK_KEY_PREFIX": f"hist-{label}"}
         seeded = _database(env, name, orders=orders, overdue=overdue_total, skus=args.skus, rebuild=args.rebuild)
+        if args.seed_only:
+            results[label] = {"orders": orders, "seeded": seeded or results.get(label, {}).get("seeded")}
+            REPORT.with_suffix(".json").write_text(json.dumps(results, indent=1))
+            continue
         measured = _child(env, ["measure", "--overdue", str(args.overdue), "--baseline", str(args.baseline)])
         measured["before checkpoints"] = _reconcile_before(before, env)
         results[label] = {"orders": orders, "seeded": seeded or results.get(label, {}).get("seeded"), **measured}
