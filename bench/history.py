@@ -56,7 +56,8 @@ def main() -> None:
     for label, (name, orders) in databases.items():
         if args.only and label != args.only:
             continue
-        env = os.environ | {"DATABASE_URL": url.rsplit("/", 1)[0] + "/" + name, "LOCK_KEY_PREFIX": f"hist-{label}"}
+        env = {"SECRET_KEY": "bench-only-not-a-secret"} | os.environ
+        env |= {"DATABASE_URL": url.rsplit("/", 1)[0] + "/" + name, "LOCK_KEY_PREFIX": f"hist-{label}"}
         seeded = _database(env, name, orders=orders, overdue=overdue_total, skus=args.skus, rebuild=args.rebuild)
         if args.seed_only:
             results[label] = {"orders": orders, "seeded": seeded or results.get(label, {}).get("seeded")}
@@ -119,7 +120,7 @@ def _reconcile_before(worktree: Path, env: dict) -> float:
         "started = time.perf_counter(); call_command('reconcile', stdout=io.StringIO()); "
         "print(time.perf_counter() - started)"
     )
-    env = env | {"DJANGO_SETTINGS_MODULE": "config.settings", "SECRET_KEY": env.get("SECRET_KEY", "bench-only")}
+    env = env | {"DJANGO_SETTINGS_MODULE": "config.settings"}
     out = subprocess.run(
         [sys.executable, "-c", script], env=env, cwd=worktree, capture_output=True, text=True, check=True
     )
