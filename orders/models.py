@@ -84,7 +84,11 @@ class Order(BaseModel):
         permissions = [("refund_order", "Can refund a paid order"), ("ship_order", "Can ship a paid order")]
         # A customer's orders newest first ("my orders", the API's list and its count) read in index order,
         # the deleted ones skipped in the index: no filesort, and the count reads no row.
-        indexes = [models.Index(fields=["customer", "is_deleted", "created_at", "id"], name="order_customer_newest")]
+        # The refunds check of ``reconcile`` reads the orders changed since its last clean run by ``order_updated``.
+        indexes = [
+            models.Index(fields=["customer", "is_deleted", "created_at", "id"], name="order_customer_newest"),
+            models.Index(fields=["updated_at"], name="order_updated"),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=Q(subtotal__gte=0)
@@ -270,6 +274,8 @@ class Refund(BaseModel):
 
     class Meta(BaseModel.Meta):
         ordering = ["id"]
+        # The refunds check of ``reconcile`` reads the refunds changed since its last clean run by this.
+        indexes = [models.Index(fields=["updated_at"], name="refund_updated")]
         constraints = [
             models.CheckConstraint(
                 condition=Q(amount__gte=0) & Q(shipping__gte=0) & Q(shipping__lte=F("amount")),

@@ -35,6 +35,8 @@ class Voucher(BaseModel):
 
     class Meta(BaseModel.Meta):
         ordering = ["code"]
+        # ``reconcile`` checks the vouchers changed since its last clean run (``vouchers.selectors.voucher_books``).
+        indexes = [models.Index(fields=["updated_at"], name="voucher_updated")]
         constraints = [
             models.CheckConstraint(
                 condition=Q(usage_limit__isnull=True) | Q(usage_limit__gte=F("uses_reserved") + F("uses_committed")),
@@ -90,7 +92,13 @@ class VoucherUse(BaseModel):
 
     class Meta(BaseModel.Meta):
         ordering = ["-id"]
-        indexes = [models.Index(fields=["voucher", "buyer", "state"], name="voucher_use_by_buyer")]
+        indexes = [
+            models.Index(fields=["voucher", "buyer", "state"], name="voucher_use_by_buyer"),
+            # The reserved uses (few: the unpaid orders') and their orders, for the holding-stock checks;
+            # the uses changed since reconcile's last clean run.
+            models.Index(fields=["state", "order"], name="voucher_use_state_order"),
+            models.Index(fields=["updated_at"], name="voucher_use_updated"),
+        ]
         constraints = [models.CheckConstraint(condition=Q(discount__gte=0), name="voucher_use_discount_not_negative")]
 
     def __str__(self):

@@ -10,9 +10,11 @@ from django.utils import timezone
 
 from inventory.models import StockMovement
 from orders.models import Order
-from orders.services import order_place, order_release_expired
+from orders.selectors import order_list_deleted_holding_stock, order_list_stuck_holding_stock
+from orders.services import order_cancel, order_place, order_release_expired
 from orders.tasks import reconcile_stock
 from tests.conftest import assert_books_balance, stock_of
+from vouchers.models import VoucherUse
 
 pytestmark = pytest.mark.django_db
 
@@ -163,3 +165,24 @@ def test_reconcile_reports_a_deleted_final_order_holding_stock_and_fix_settles_i
     assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (10, 0)
     assert StockMovement.objects.filter(order=order, kind="release").count() == 1
     assert_books_balance(mug)
+
+
+def test_reconcile_finds_final_and_deleted_orders_whose_voucher_use_is_still_reserved(
+    make_variant, make_voucher, customer
+):
+    """A voucher's reserved use is held with the stock: an order holding only that one holds stock too."""
+    make_variant(sku="MUG", stock=10)
+    make_voucher(code="DROP20")
+    order = order_cancel(
+        order=order_place(
+            customer=customer, items=[{"sku": "MUG", "quantity": 1}], idempotency_key="k", voucher="DROP20"
+        )
+    )
+    VoucherUse.objects.filter(order=order).update(state=VoucherUse.State.RESERVED)  # its use not given back
+
+    with pytest.raises(CommandError):
+        run("reconcile")
+    assert order.number in order_list_stuck_holding_stock().values_list("number", flat=True)
+    Order.objects.filter(pk=order.pk).update(is_deleted=True)
+    assert list(order_list_deleted_holding_stock()) == [order]
+    assert not order_list_stuck_holding_stock().exists()

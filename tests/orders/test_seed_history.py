@@ -48,7 +48,7 @@ def seed(*args: str) -> str:
 
 def reconcile() -> str:
     out = StringIO()
-    call_command("reconcile", stdout=out, stderr=StringIO())
+    call_command("reconcile", "--full", stdout=out, stderr=StringIO())
     return out.getvalue()
 
 
