@@ -272,6 +272,12 @@ QUERIES = {
     ),
     "placement: overdue orders holding the cart's SKUs": lambda users: order_list_overdue_holding(skus=["MUG"]),
     "sweep: overdue orders to claim": lambda users: order_list_overdue().values_list("pk", flat=True)[:100],
+    "sweep: a section's due orders, locked": lambda users: (
+        order_list_overdue()
+        .filter(pk__in=list(order_list_overdue().values_list("pk", flat=True)[:25]))
+        .select_for_update()
+        .values_list("pk", flat=True)
+    ),
     "my orders": lambda users: order_list_for_customer(customer=users[3])[:20],
     "api: my orders' page": lambda users: sent(
         PAGE.format(table="orders_order"), api_get(MY_ORDERS_PAGE, username=users[3].username)
