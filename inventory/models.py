@@ -135,9 +135,9 @@ class StockMovement(TimestampedModel):
 class LedgerCheckpoint(TimestampedModel):
     """A stock's ledger sums through one movement, so checking the books adds only the movements after it.
 
-    One per stock, moved forward under the SKU's lock (``inventory.services.ledger_checkpoint_take``):
-    what ``reconcile`` reads then follows recent activity, not history. ``reconcile --full`` sums the
-    whole ledger and verifies the checkpoints against it.
+    One per stock, moved forward by the reconcile task (``inventory.services.ledger_checkpoint_list_take``)
+    through movements older than a margin: what ``reconcile`` reads then follows recent activity, not
+    history. ``reconcile --full`` sums the whole ledger and verifies the checkpoints against it.
     """
 
     stock = models.OneToOneField(Stock, on_delete=models.PROTECT, related_name="checkpoint")

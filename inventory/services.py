@@ -9,16 +9,14 @@ carried out in batches (``inventory.batching``).
 
 import logging
 from collections import Counter
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import datetime
 
 import msgspec
 from django.conf import settings
-from django.db import IntegrityError, connection
-from django.db.models import Exists, F, OuterRef, Sum
-from django.db.models.functions import Coalesce
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F, Sum
 
-from core.clock import db_now
 from core.db import from_row, insert_defaults, statements_run
 from core.errors import InvalidInput, InvalidQuantity
 from inventory import sql
@@ -27,12 +25,12 @@ from inventory.errors import (
     BelowReserved,
     DuplicateLine,
     LedgerInconsistent,
-    LockTimeout,
     StaleStock,
     StockInvariantBroken,
 )
 from inventory.models import LedgerCheckpoint, Reservation, Stock, StockMovement
 from inventory.section import stock_section
+from inventory.selectors import ledger_settled_through
 from shop.models import sku_normalise
 from shop.selectors import variant_get_for_stock
 
@@ -370,59 +368,52 @@ def stock_rebuild_from_ledger(*, sku: str) -> Stock:
     return stock
 
 
-CHECKPOINT_STEP = 50_000  # movements summed per step in the SKU's section: a buyer waits for one step at most
+def ledger_checkpoint_list_take() -> int:
+    """Move every stock's checkpoint through the newest settled movement (``sql.ledger_settled_through``:
+    every movement older than LEDGER_CHECKPOINT_MARGIN_SECONDS): its last sums plus the movements since.
 
-
-@dataclass
-class CheckpointsTaken:
-    moved: int = 0  # checkpoints moved forward
-    skipped: list[str] = field(default_factory=list)  # SKUs whose lock stayed busy: taken next time
-
-
-def ledger_checkpoint_take(*, stock: Stock, lock_wait: float | None = None) -> LedgerCheckpoint | None:
-    """Move the stock's checkpoint through its newest movement older than LEDGER_CHECKPOINT_MARGIN_SECONDS:
-    the last checkpoint plus the movements after it, CHECKPOINT_STEP at a time, each step in the SKU's
-    stock section (a short one, so buyers barely wait). None if it has no such movement yet.
-
-    The margin outlasts any transaction (lock TTLs and database lock waits bound them), so a movement whose
-    id comes before the checkpoint's has committed, also when its writer's lock was lost.
+    The stocks whose checkpoints are through the same movement (all of them, once the first run is done)
+    are moved by one read of the ledger's range since, in id order, so the cost follows the activity
+    since the last run, not the history nor the number of stocks; a stock new since, or whose checkpoint
+    was rebuilt, by a range of its own. The margin, not a stock lock, is what makes the sums final, so no
+    buyer waits; the checkpoints' rows are locked, so two runs at once move them once. How many moved.
     """
-    while True:
-        with stock_section(skus=[stock.variant.sku], lock_wait=lock_wait):
-            checkpoint = LedgerCheckpoint.objects.filter(stock=stock).first()
-            after = checkpoint.through_movement_id if checkpoint else 0
-            before = db_now() - timedelta(seconds=settings.LEDGER_CHECKPOINT_MARGIN_SECONDS)
-            sums = sql.ledger_sums_after(stock_id=stock.pk, after_id=after, before=before, limit=CHECKPOINT_STEP)
-            if sums.through_movement_id is None:
-                return checkpoint
-            if checkpoint is None:
-                checkpoint = LedgerCheckpoint(stock=stock, on_hand=0, reserved=0)
-            checkpoint.on_hand += sums.on_hand
-            checkpoint.reserved += sums.reserved
-            checkpoint.through_movement_id = sums.through_movement_id
+    through = ledger_settled_through()
+    if through is None:
+        return 0
+    with transaction.atomic():
+        checkpoints = {c.stock_id: c for c in LedgerCheckpoint.objects.select_for_update().order_by("stock_id")}
+        behind = {
+            stock_id: checkpoints.get(stock_id) or LedgerCheckpoint(stock_id=stock_id, through_movement_id=0)
+            for stock_id in Stock.objects.order_by("pk").values_list("pk", flat=True)
+        }
+        behind = {pk: c for pk, c in behind.items() if c.through_movement_id < through}
+        if not behind:
+            return 0
+        [(common, _)] = Counter(c.through_movement_id for c in behind.values()).most_common(1)
+        shared = sql.ledger_sums_by_stock(after_id=common, through_id=through)
+        for stock_id, checkpoint in behind.items():
+            since = (
+                shared.get(stock_id, sql.LedgerSums(0, 0))
+                if checkpoint.through_movement_id == common
+                else sql.ledger_sums_of_stock(
+                    stock_id=stock_id, after_id=checkpoint.through_movement_id, through_id=through
+                )
+            )
+            checkpoint.on_hand = (checkpoint.on_hand or 0) + since.on_hand
+            checkpoint.reserved = (checkpoint.reserved or 0) + since.reserved
+            checkpoint.through_movement_id = through
             checkpoint.save()
-        if sums.complete:
-            return checkpoint
+    return len(behind)
 
 
-def ledger_checkpoint_list_take(*, lock_wait: float | None = None) -> CheckpointsTaken:
-    """Move forward the checkpoint of every stock with movements after it; a SKU whose lock stays busy
-    past ``lock_wait`` is skipped (logged) and its checkpoint moved the next time."""
-    after = Coalesce(OuterRef("checkpoint__through_movement_id"), 0)
-    behind = Stock.objects.filter(Exists(StockMovement.objects.filter(stock=OuterRef("pk"), pk__gt=after)))
-    result = CheckpointsTaken()
-    for stock in behind.select_related("variant").order_by("pk").iterator(chunk_size=500):
-        try:
-            ledger_checkpoint_take(stock=stock, lock_wait=lock_wait)
-            result.moved += 1
-        except LockTimeout:
-            logger.info("ledger checkpoint of %s skipped: its lock is busy; taken next time", stock.variant.sku)
-            result.skipped.append(stock.variant.sku)
-    return result
-
-
-def ledger_checkpoint_rebuild(*, stock: Stock) -> LedgerCheckpoint | None:
-    """Sum the stock's whole ledger again into its checkpoint (one that does not match its ledger)."""
-    LedgerCheckpoint.objects.filter(stock=stock).delete()
+def ledger_checkpoint_rebuild(*, stock: Stock) -> LedgerCheckpoint:
+    """Sum the stock's ledger again, from its first movement through its checkpoint's (one that does not
+    match its ledger)."""
+    with transaction.atomic():
+        checkpoint = LedgerCheckpoint.objects.select_for_update().get(stock=stock)
+        sums = sql.ledger_sums_of_stock(stock_id=stock.pk, after_id=0, through_id=checkpoint.through_movement_id)
+        checkpoint.on_hand, checkpoint.reserved = sums
+        checkpoint.save()
     logger.warning("ledger checkpoint of %s rebuilt from the whole ledger", stock.variant.sku)
-    return ledger_checkpoint_take(stock=stock)
+    return checkpoint

@@ -181,35 +181,46 @@ def _table_of(model) -> str:
 class LedgerSums(NamedTuple):
     on_hand: int
     reserved: int
-    through_movement_id: int | None  # the newest movement summed; None: none was
-    complete: bool  # False: more movements old enough follow, past ``limit``
 
 
-def ledger_sums_after(*, stock_id: int, after_id: int, before: datetime, limit: int) -> LedgerSums:
-    """The sums of a stock's next movements after ``after_id``, at most ``limit``, all older than ``before``.
+def ledger_settled_through(*, before: datetime) -> int | None:
+    """The newest committed movement below the first one created at ``before`` or later (None: none is).
 
-    They stop short of the first movement created at ``before`` or later: a movement's id is taken
-    before its transaction commits, so only where every transaction that could still commit one has
-    ended are the ids below settled (the caller's margin bounds how long a transaction lives).
-    """
+    A movement's id is taken before its transaction commits, and its creation time within it: an id below
+    this one still uncommitted would belong to a transaction older than ``before`` (the caller's margin is
+    longer than any transaction lives), so every movement up to it is final. Read by the ledger's
+    ``created_at`` index (recent entries only) and its primary key from the end."""
+    movements = _table_of(StockMovement)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT MIN(id) FROM {movements} WHERE created_at >= %s", [before])
+        (first_recent,) = cursor.fetchone()
+        below = "WHERE id < %s" if first_recent is not None else ""
+        cursor.execute(f"SELECT MAX(id) FROM {movements} {below}", [first_recent] if below else [])
+        return cursor.fetchone()[0]
+
+
+def ledger_sums_by_stock(*, after_id: int, through_id: int) -> dict[int, LedgerSums]:
+    """Each stock's sums of the movements with ids in (``after_id``, ``through_id``], by stock id: one read
+    of that range of the ledger in id order (sequential however many stocks share it)."""
     movements = _table_of(StockMovement)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT MIN(id) FROM {movements} WHERE stock_id = %s AND id > %s AND created_at >= %s",
-            [stock_id, after_id, before],
+            f"SELECT stock_id, SUM(on_hand_delta), SUM(reserved_delta) FROM {movements} FORCE INDEX (PRIMARY)"
+            " WHERE id > %s AND id <= %s GROUP BY stock_id",
+            [after_id, through_id],
         )
-        (first_recent,) = cursor.fetchone()
-        settled, settled_params = ("AND id < %s ", [first_recent]) if first_recent else ("", [])
+        return {stock_id: LedgerSums(int(on_hand), int(reserved)) for stock_id, on_hand, reserved in cursor.fetchall()}
+
+
+def ledger_sums_of_stock(*, stock_id: int, after_id: int, through_id: int) -> LedgerSums:
+    """One stock's sums of its movements with ids in (``after_id``, ``through_id``]: a range of the ledger's
+    (stock, id) index."""
+    movements = _table_of(StockMovement)
+    with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT id FROM {movements} WHERE stock_id = %s AND id > %s {settled}ORDER BY id LIMIT 2 OFFSET %s",
-            [stock_id, after_id, *settled_params, limit - 1],
+            f"SELECT COALESCE(SUM(on_hand_delta), 0), COALESCE(SUM(reserved_delta), 0) FROM {movements}"
+            " WHERE stock_id = %s AND id > %s AND id <= %s",
+            [stock_id, after_id, through_id],
         )
-        bound = [row[0] for row in cursor.fetchall()]
-        upto, upto_params = ("AND id <= %s", bound[:1]) if bound else (settled.strip(), settled_params)
-        cursor.execute(
-            f"SELECT COALESCE(SUM(on_hand_delta), 0), COALESCE(SUM(reserved_delta), 0), MAX(id) FROM {movements}"
-            f" WHERE stock_id = %s AND id > %s {upto}",
-            [stock_id, after_id, *upto_params],
-        )
-        on_hand, reserved, newest = cursor.fetchone()
-    return LedgerSums(int(on_hand), int(reserved), newest, complete=len(bound) < 2)
+        on_hand, reserved = cursor.fetchone()
+    return LedgerSums(int(on_hand), int(reserved))

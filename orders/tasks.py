@@ -142,7 +142,7 @@ def reconcile_stock() -> int:
     """Move the ledger checkpoints forward, then check the books from them, and the vouchers changed since
     their last clean check (``reconcile_since``), and shout about any drift; repairs are a person's call
     (manage.py reconcile --fix)."""
-    ledger_checkpoint_list_take(lock_wait=settings.SWEEP_LOCK_WAIT_SECONDS)
+    ledger_checkpoint_list_take()
     drifted = [row for row in stock_books() if row.drifted]
     for row in drifted:
         logger.error("STOCK DRIFT %s", row.describe())

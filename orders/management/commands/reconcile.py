@@ -7,7 +7,7 @@ from core.clock import db_now
 from core.errors import DomainError
 from core.metrics import DRIFT_FOUND
 from inventory.models import Stock
-from inventory.selectors import ledger_checkpoint_list_unverified, stock_books
+from inventory.selectors import ledger_bases, ledger_checkpoint_list_unverified, stock_books
 from inventory.services import ledger_checkpoint_rebuild, stock_rebuild_from_ledger
 from orders.models import Order
 from orders.selectors import (
@@ -47,6 +47,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, fix, full, **options):
         self.full = full
+        self.summed = ledger_bases(full=True) if full else None  # the whole ledger, read once
         checkpoints = self.check_checkpoints() if full else []
         drifted, holding, hidden = self.check_books()
         vouchers = self.check_vouchers()
@@ -58,6 +59,7 @@ class Command(BaseCommand):
             self.repair(drifted, holding + hidden)
             for row in vouchers:
                 voucher_rebuild_from_ledger(code=row.code)
+            self.summed = ledger_bases(full=True) if full else None
             checkpoints = self.check_checkpoints() if full else []
             drifted, holding, hidden = self.check_books()
             vouchers = self.check_vouchers()
@@ -66,7 +68,7 @@ class Command(BaseCommand):
 
     def check_checkpoints(self):
         """Checkpoints that disagree with the movements they cover; each printed and logged."""
-        wrong = ledger_checkpoint_list_unverified()
+        wrong = ledger_checkpoint_list_unverified(summed=self.summed)
         for row in wrong:
             self.stdout.write(self.style.ERROR(f"DRIFT checkpoint {row.describe()}"))
             logger.error("ledger checkpoint drift %s", row.describe())
@@ -75,7 +77,7 @@ class Command(BaseCommand):
         return wrong
 
     def check_books(self):
-        books = stock_books(full=self.full)
+        books = stock_books(bases=self.summed)
         drifted = [row for row in books if row.drifted]
         holding = list(order_list_stuck_holding_stock())
         hidden = list(order_list_deleted_holding_stock())
