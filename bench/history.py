@@ -42,6 +42,7 @@ def main() -> None:
     parser.add_argument("--rebuild", action="store_true", help="write both databases again")
     parser.add_argument("--only", choices=["fresh", "big"], help="measure one database")
     parser.add_argument("--seed-only", action="store_true", help="write the databases, measure nothing")
+    parser.add_argument("--before-timeout", type=float, default=1200, help="stop the old reconcile after this")
     args = parser.parse_args()
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith("mysql"):
@@ -63,8 +64,8 @@ def main() -> None:
             results[label] = {"orders": orders, "seeded": seeded or results.get(label, {}).get("seeded")}
             REPORT.with_suffix(".json").write_text(json.dumps(results, indent=1))
             continue
-        measured = _child(env, ["measure", "--overdue", str(args.overdue), "--baseline", str(args.baseline)])
-        measured["before checkpoints"] = _reconcile_before(before, env)
+        measured = _child(env, ["measure", "--overdue", str(args.overdue), "--baseline", str(args.baseline)], label)
+        measured["before checkpoints"] = _reconcile_before(before, env, name, timeout=args.before_timeout)
         results[label] = {"orders": orders, "seeded": seeded or results.get(label, {}).get("seeded"), **measured}
         REPORT.with_suffix(".json").write_text(json.dumps(results, indent=1))
     REPORT.write_text(_report(results, args))
@@ -104,26 +105,43 @@ def _database(env: dict, name: str, *, orders: int, overdue: int, skus: int, reb
     return {"seconds": time.perf_counter() - started}
 
 
-def _child(env: dict, args: list[str]) -> dict:
-    out = subprocess.run(
-        [sys.executable, "-m", "bench.history", *args], env=env, cwd=ROOT, capture_output=True, text=True
-    )
-    if out.returncode:
-        raise SystemExit(out.stderr[-3000:])
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def _child(env: dict, args: list[str], label: str) -> dict:
+    """The measurements of one database, in a process of its own; a failure is printed, what was measured
+    before it is kept."""
+    out = Path("/tmp") / f"history-{label}.json"
+    out.unlink(missing_ok=True)
+    done = subprocess.run([sys.executable, "-m", "bench.history", *args, "--out", str(out)], env=env, cwd=ROOT)
+    if done.returncode:
+        print(f"measuring {label} failed (exit {done.returncode}); what was measured before is kept")
+    return json.loads(out.read_text()) if out.exists() else {}
 
 
-def _reconcile_before(worktree: Path, env: dict) -> float:
-    """Seconds the reconcile command of the code before checkpoints takes on this database."""
+def _reconcile_before(worktree: Path, env: dict, name: str, *, timeout: float) -> float | str:
+    """Seconds the reconcile command of the code before checkpoints takes on this database, or, past
+    ``timeout``, that it was stopped (its queries killed on the server too)."""
     script = (
         "import django, io, time; django.setup(); from django.core.management import call_command; "
         "started = time.perf_counter(); call_command('reconcile', stdout=io.StringIO()); "
         "print(time.perf_counter() - started)"
     )
     env = env | {"DJANGO_SETTINGS_MODULE": "config.settings"}
-    out = subprocess.run(
-        [sys.executable, "-c", script], env=env, cwd=worktree, capture_output=True, text=True, check=True
-    )
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", script], env=env, cwd=worktree, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        kill = (
+            "SELECT CONCAT('KILL ', id, ';') FROM information_schema.processlist"
+            f" WHERE db = '{name}' AND command = 'Query' AND id <> CONNECTION_ID()"
+        )
+        statements = subprocess.run(
+            ["mysql", "-uroot", "-h127.0.0.1", "-N", "-e", kill], capture_output=True, text=True
+        )
+        if statements.stdout.strip():
+            subprocess.run(["mysql", "-uroot", "-h127.0.0.1", "-e", statements.stdout], check=False)
+        return f"> {timeout:.0f} (stopped)"
+    if out.returncode:
+        return "failed: " + out.stderr.strip().splitlines()[-1][:200]
     return float(out.stdout.strip().splitlines()[-1])
 
 
@@ -133,6 +151,8 @@ def _report(results: dict, args) -> str:
     def cell(data: dict, *path, fmt="{:.2f}"):
         for key in path:
             data = data.get(key, {}) if isinstance(data, dict) else {}
+        if isinstance(data, str):
+            return data
         return fmt.format(data) if isinstance(data, (int, float)) else "-"
 
     def row(name, *path, fmt="{:.2f}"):
@@ -178,7 +198,7 @@ def _report(results: dict, args) -> str:
 # --- in the child: Django set up on one database --------------------------------------------------------
 
 
-def measure(overdue: int, baseline: int) -> dict:
+def measure(overdue: int, baseline: int, out: Path) -> dict:
     import django
 
     django.setup()
@@ -192,12 +212,6 @@ def measure(overdue: int, baseline: int) -> dict:
     from orders.models import Order
 
     results = {"ledger_rows": StockMovement.objects.order_by("-pk").values_list("pk", flat=True).first() or 0}
-    LedgerCheckpoint.objects.all().delete()
-    results["checkpoint_first"] = _timed(ledger_checkpoint_list_take)
-    results["checkpoint_again"] = _timed(ledger_checkpoint_list_take)
-    results["reconcile"] = _timed(lambda: _quiet(call_command, "reconcile"))
-    results["reconcile_full"] = _timed(lambda: _quiet(call_command, "reconcile", "--full"))
-
     busiest = Order.objects.exclude(customer=None).values("customer").annotate(n=Count("pk")).order_by("-n").first()
     customer = get_user_model().objects.get(pk=busiest["customer"])
     results["customer_orders"] = busiest["n"]
@@ -207,6 +221,16 @@ def measure(overdue: int, baseline: int) -> dict:
     results["admin_list_ms"] = _median_ms(staff, "/admin/orders/order/")
     results["api_list_ms"] = _median_ms(customer, "/api/orders/")
     results["my_orders_ms"] = _median_ms(customer, "/orders/")
+    _save(out, results)
+
+    LedgerCheckpoint.objects.all().delete()
+    results["checkpoint_first"] = _timed(ledger_checkpoint_list_take)
+    results["checkpoint_again"] = _timed(ledger_checkpoint_list_take)
+    _save(out, results)
+    results["reconcile_full"] = _timed(lambda: _quiet(call_command, "reconcile", "--full"))  # marks a clean run
+    _save(out, results)
+    results["reconcile"] = _timed(lambda: _quiet(call_command, "reconcile"))
+    _save(out, results)
 
     awaiting = list(Order.objects.filter(status="awaiting_payment").order_by("pk").values_list("pk", flat=True))
     slices = {
@@ -221,6 +245,7 @@ def measure(overdue: int, baseline: int) -> dict:
         released = _sweep(workers, one_by_one)
         seconds = time.perf_counter() - started
         results[name] = {"seconds": seconds, "released": released, "rate": released / seconds}
+        _save(out, results)
     ledger_checkpoint_list_take()
     _quiet(call_command, "reconcile")  # the books balance after the sweeps
     return results
@@ -278,6 +303,11 @@ def _median_ms(user, path: str) -> float:
     return statistics.median(times)
 
 
+def _save(out: Path, results: dict) -> None:
+    """What is measured so far, for the parent to read even if a later step fails."""
+    out.write_text(json.dumps(results))
+
+
 def _timed(func) -> float:
     started = time.perf_counter()
     func()
@@ -301,9 +331,10 @@ if __name__ == "__main__":
         child.add_argument("measure")
         child.add_argument("--overdue", type=int)
         child.add_argument("--baseline", type=int)
+        child.add_argument("--out", type=Path)
         parsed = child.parse_args()
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
         os.environ.setdefault("SECRET_KEY", "bench-only-not-a-secret")
-        print(json.dumps(measure(parsed.overdue, parsed.baseline)))
+        measure(parsed.overdue, parsed.baseline, parsed.out)
     else:
         main()
