@@ -4,6 +4,7 @@ explain themselves, and what the session keeps is ``orders.checkout``'s business
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
+from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -36,6 +37,8 @@ from shop.cart import cart_clear, cart_set
 from shop.views import cart_lines
 from vouchers.errors import VoucherInvalid
 from vouchers.models import voucher_code_normal
+
+ORDERS_PER_PAGE = 20  # "My orders" shows this many a page, newest first
 
 UNCONFIRMED = "We could not confirm your order; submit again, it will not be placed twice."
 
@@ -384,7 +387,8 @@ def order_list(request):
         customer=request.user if request.user.is_authenticated else None,
         guest_numbers=CheckoutSession(request).guest_orders,
     )
-    return render(request, "orders/order_list.html", {"orders": orders})
+    page = Paginator(orders, ORDERS_PER_PAGE).get_page(request.GET.get("page"))
+    return render(request, "orders/order_list.html", {"orders": page, "page": page})
 
 
 def _own_order(request, number: str):

@@ -4,12 +4,14 @@ import re
 from datetime import timedelta
 
 import pytest
-from django.db import OperationalError
+from django.db import OperationalError, connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from bench.shipping import UNPRICED_ORDER
 from core.db import LOST_CONNECTION
 from inventory.errors import LockTimeout, LockUnavailable
-from orders.models import Order, Payment
+from orders.models import Order, Payment, new_order_number
 from orders.payments.local import local_event
 from orders.services import order_expire, order_place
 from tests.conftest import assert_books_balance, stock_of, webhook_deliver
@@ -363,3 +365,36 @@ def test_csrf_is_enforced(mug):
 
     strict = Client(enforce_csrf_checks=True)
     assert strict.post("/cart/add/MUG/", {"quantity": 1}).status_code == 403
+
+
+def test_my_orders_come_a_page_at_a_time_newest_first_with_a_query_count_that_does_not_grow(client, mug, customer):
+    def orders_placed(count: int) -> list[str]:
+        placed = Order.objects.bulk_create(
+            Order(
+                number=new_order_number(),
+                customer=customer,
+                email="alice@example.com",
+                idempotency_key=f"k{count}-{n}",
+                idempotency_key_hash=f"{count:032d}{n:032d}",
+                idempotency_scope=f"user:{customer.pk}",
+                request_fingerprint="-",
+                expires_at=timezone.now(),
+                created_at=timezone.now() - timedelta(minutes=count * 100 - n),
+                **UNPRICED_ORDER,
+            )
+            for n in range(count)
+        )
+        return [order.number for order in sorted(placed, key=lambda order: order.created_at, reverse=True)]
+
+    client.force_login(customer)
+    newest = orders_placed(25)
+    with CaptureQueriesContext(connection) as few:
+        first = client.get("/orders/").content.decode()
+    orders_placed(500)
+    with CaptureQueriesContext(connection) as many:
+        client.get("/orders/")
+
+    assert [number for number in newest if number in first] == newest[:20]
+    assert 'rel="next"' in first and "Page 1 of 2" in first
+    assert all(number in client.get("/orders/?page=2").content.decode() for number in newest[20:])
+    assert len(many) == len(few)
