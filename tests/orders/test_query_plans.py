@@ -272,6 +272,22 @@ QUERIES = {
     ),
     "placement: overdue orders holding the cart's SKUs": lambda users: order_list_overdue_holding(skus=["MUG"]),
     "sweep: overdue orders to claim": lambda users: order_list_overdue().values_list("pk", flat=True)[:100],
+    "settle: the lines of a section's orders": lambda users: OrderLine.objects.filter(
+        order_id__in=list(order_list_overdue().values_list("pk", flat=True)[:25])
+    ).values_list("pk", "order_id"),
+    "settle: their active reservations, locked": lambda users: (
+        Reservation.objects.filter(
+            order_line_id__in=list(
+                OrderLine.objects.filter(
+                    order_id__in=list(order_list_overdue().values_list("pk", flat=True)[:25])
+                ).values_list("pk", flat=True)
+            ),
+            state=Reservation.State.ACTIVE,
+        )
+        .select_for_update()
+        .order_by("pk")
+        .values_list("pk", "variant_id", "quantity", "order_line_id")
+    ),
     "sweep: a section's due orders, locked": lambda users: (
         order_list_overdue()
         .filter(pk__in=list(order_list_overdue().values_list("pk", flat=True)[:25]))
