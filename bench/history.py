@@ -11,8 +11,9 @@ past their expiry; the big one holds the history besides. In each, side by side:
 - the books: the reconcile task's first checkpoint (it sums the whole ledger once), ``reconcile`` from
   the checkpoints, ``reconcile --full``, and ``reconcile`` as it was before checkpoints (``--before``, a
   commit run from a git worktree on the same database);
-- the expiry sweep of ``--overdue`` orders, batched with 1 and 4 sweepers, and order by order (the sweep
-  before batches) on ``--baseline`` of them: a slice of the overdue orders is made due before each run;
+- the expiry sweep of ``--overdue`` orders, batched with 1 and 4 sweepers, and the sweep of the code
+  before batches (``--before``, each order in a section of its own) on ``--baseline`` of them: a slice
+  of the orders awaiting payment is made due before each run;
 - the lists: the admin's order list, the API's order list and the "my orders" page of the customer with
   the most orders (median of 5 requests through Django's test client, in-process).
 
@@ -66,6 +67,8 @@ def main() -> None:
             continue
         measured = _child(env, ["measure", "--overdue", str(args.overdue), "--baseline", str(args.baseline)], label)
         measured["before checkpoints"] = _reconcile_before(before, env, name, timeout=args.before_timeout)
+        for workers in (1, 4):
+            measured[f"sweep before batches x{workers}"] = _sweep_before(before, env, name, workers, args.baseline)
         results[label] = {"orders": orders, "seeded": seeded or results.get(label, {}).get("seeded"), **measured}
         REPORT.with_suffix(".json").write_text(json.dumps(results, indent=1))
     REPORT.write_text(_report(results, args))
@@ -145,6 +148,55 @@ def _reconcile_before(worktree: Path, env: dict, name: str, *, timeout: float) -
     return float(out.stdout.strip().splitlines()[-1])
 
 
+SWEEP_BEFORE = """
+import django, multiprocessing, sys, time
+django.setup()
+from django.conf import settings
+from django.db import connections
+from orders.services import order_release_expired
+
+def sweep(_):
+    connections.close_all()
+    return order_release_expired(batch_size=settings.SWEEP_BATCH_SIZE).done
+
+workers = int(sys.argv[1])
+connections.close_all()
+started = time.perf_counter()
+with multiprocessing.get_context("fork").Pool(workers) as pool:
+    released = sum(pool.map(sweep, range(workers)))
+print(released, time.perf_counter() - started)
+"""
+
+
+def _sweep_before(worktree: Path, env: dict, name: str, workers: int, count: int) -> dict:
+    """The sweep of the code before batches (each order in a section of its own) over ``count`` of the
+    orders still awaiting payment, made due."""
+    mysql = ["mysql", "-uroot", "-h127.0.0.1", name, "-N", "-e"]
+    ids = subprocess.run(
+        [*mysql, "SELECT id FROM orders_order WHERE status = 'awaiting_payment' ORDER BY id"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()[:count]
+    subprocess.run(
+        [
+            *mysql,
+            "UPDATE orders_order SET expires_at = NOW(6) + INTERVAL 1 DAY WHERE status = 'awaiting_payment';"
+            "UPDATE orders_order SET expires_at = NOW(6) - INTERVAL 1 MINUTE, sweep_lease_until = NULL"
+            f" WHERE id IN ({', '.join(ids)})",
+        ],
+        check=True,
+    )
+    env = env | {"DJANGO_SETTINGS_MODULE": "config.settings"}
+    out = subprocess.run(
+        [sys.executable, "-c", SWEEP_BEFORE, str(workers)], env=env, cwd=worktree, capture_output=True, text=True
+    )
+    if out.returncode:
+        return {"failed": out.stderr.strip().splitlines()[-1][:200]}
+    released, seconds = out.stdout.split()
+    return {"seconds": float(seconds), "released": int(released), "rate": int(released) / float(seconds)}
+
+
 def _report(results: dict, args) -> str:
     fresh, big = results.get("fresh", {}), results.get("big", {})
 
@@ -180,8 +232,8 @@ def _report(results: dict, args) -> str:
     for name, key in [
         (f"sweep of {args.overdue:,} overdue orders, batched, 1 sweeper", "sweep batched x1"),
         (f"sweep of {args.overdue:,} overdue orders, batched, 4 sweepers", "sweep batched x4"),
-        (f"sweep of {args.baseline:,} overdue orders, one by one, 1 sweeper", "sweep one by one x1"),
-        (f"sweep of {args.baseline:,} overdue orders, one by one, 4 sweepers", "sweep one by one x4"),
+        (f"sweep of {args.baseline:,} overdue orders before batches, 1 sweeper", "sweep before batches x1"),
+        (f"sweep of {args.baseline:,} overdue orders before batches, 4 sweepers", "sweep before batches x4"),
     ]:
         lines.append(row(f"{name}: seconds", key, "seconds"))
         lines.append(row(f"{name}: orders released a second", key, "rate", fmt="{:,.0f}"))
@@ -234,15 +286,13 @@ def measure(overdue: int, baseline: int, out: Path) -> dict:
 
     awaiting = list(Order.objects.filter(status="awaiting_payment").order_by("pk").values_list("pk", flat=True))
     slices = {
-        "sweep batched x1": (awaiting[:overdue], 1, False),
-        "sweep batched x4": (awaiting[overdue : 2 * overdue], 4, False),
-        "sweep one by one x1": (awaiting[2 * overdue : 2 * overdue + baseline], 1, True),
-        "sweep one by one x4": (awaiting[2 * overdue + baseline : 2 * overdue + 2 * baseline], 4, True),
+        "sweep batched x1": (awaiting[:overdue], 1),
+        "sweep batched x4": (awaiting[overdue : 2 * overdue], 4),
     }
-    for name, (ids, workers, one_by_one) in slices.items():
+    for name, (ids, workers) in slices.items():
         _make_due(connection, ids)
         started = time.perf_counter()
-        released = _sweep(workers, one_by_one)
+        released = _sweep(workers)
         seconds = time.perf_counter() - started
         results[name] = {"seconds": seconds, "released": released, "rate": released / seconds}
         _save(out, results)
@@ -264,7 +314,7 @@ def _make_due(connection, ids: list[int]) -> None:
             )
 
 
-def _sweep(workers: int, one_by_one: bool) -> int:
+def _sweep(workers: int) -> int:
     import multiprocessing
 
     from django.conf import settings
@@ -273,20 +323,20 @@ def _sweep(workers: int, one_by_one: bool) -> int:
     from orders.services import order_release_expired
 
     if workers == 1:
-        return order_release_expired(batch_size=settings.SWEEP_BATCH_SIZE, one_by_one=one_by_one).done
+        return order_release_expired(batch_size=settings.SWEEP_BATCH_SIZE).done
     connections.close_all()
     with multiprocessing.get_context("fork").Pool(workers) as pool:
-        return sum(pool.map(_sweeper, [one_by_one] * workers))
+        return sum(pool.map(_sweeper, range(workers)))
 
 
-def _sweeper(one_by_one: bool) -> int:
+def _sweeper(_) -> int:
     from django.conf import settings
     from django.db import connections
 
     from orders.services import order_release_expired
 
     connections.close_all()
-    return order_release_expired(batch_size=settings.SWEEP_BATCH_SIZE, one_by_one=one_by_one).done
+    return order_release_expired(batch_size=settings.SWEEP_BATCH_SIZE).done
 
 
 def _median_ms(user, path: str) -> float:
