@@ -131,14 +131,23 @@ def _order_sweep_one(order: Order, action) -> str:
 
 
 def _orders_claim(queryset, *, batch_size: int) -> list[Order]:
-    """Lease a batch no other sweeper holds; a dead sweeper's lease lapses and its batch is taken over."""
-    now = db_now()
+    """Lease a batch no other sweeper holds; a dead sweeper's lease lapses and its batch is taken over.
 
-    def claim() -> list[int]:
+    The candidates are read first, without locks, then only they are locked (SKIP LOCKED: another
+    sweeper's are passed over): a locking read that walked the overdue orders itself would lock every
+    row it passed, and with a drop's abandoned carts that is more row locks than MariaDB's lock memory
+    holds. Candidates all taken by others meanwhile: the next ones are tried.
+    """
+    now = db_now()
+    free = queryset.filter(Q(sweep_lease_until__isnull=True) | Q(sweep_lease_until__lt=now)).order_by("pk")
+
+    def claim(after: int) -> tuple[list[int], int | None]:
+        candidates = list(free.filter(pk__gt=after).values_list("pk", flat=True)[: 2 * batch_size])
+        if not candidates:
+            return [], None
         with transaction.atomic():
             ids = list(
-                queryset.filter(Q(sweep_lease_until__isnull=True) | Q(sweep_lease_until__lt=now))
-                .order_by("pk")
+                free.filter(pk__in=candidates)
                 .select_for_update(skip_locked=True)
                 .values_list("pk", flat=True)[:batch_size]
             )
@@ -147,7 +156,12 @@ def _orders_claim(queryset, *, batch_size: int) -> list[Order]:
             # ``is_deleted = 0``, which MariaDB answers through that index, locking index then row: the
             # opposite order to a status UPDATE, and a deadlock with a buyer expiring one of these.
             Order.all_objects.filter(pk__in=ids).update(sweep_lease_until=lease)
-            return ids
+        return ids, candidates[-1]
 
-    ids = retry_on_deadlock(claim)
+    after = 0
+    while True:
+        ids, last = retry_on_deadlock(lambda after=after: claim(after))
+        if ids or last is None:
+            break
+        after = last
     return list(Order.objects.filter(pk__in=ids).order_by("pk").prefetch_related("lines__variant"))

@@ -16,6 +16,7 @@ from functools import partial
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection, models
+from django.db.models import Q
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from knox.models import AuthToken
@@ -272,6 +273,13 @@ QUERIES = {
     ),
     "placement: overdue orders holding the cart's SKUs": lambda users: order_list_overdue_holding(skus=["MUG"]),
     "sweep: overdue orders to claim": lambda users: order_list_overdue().values_list("pk", flat=True)[:100],
+    "sweep: the claim's locked read of its candidates": lambda users: (
+        order_list_overdue()
+        .filter(pk__in=list(order_list_overdue().values_list("pk", flat=True)[:400]))
+        .filter(Q(sweep_lease_until__isnull=True) | Q(sweep_lease_until__lt=timezone.now()))
+        .select_for_update(skip_locked=True)
+        .values_list("pk", flat=True)[:200]
+    ),
     "settle: the lines of a section's orders": lambda users: OrderLine.objects.filter(
         order_id__in=list(order_list_overdue().values_list("pk", flat=True)[:25])
     ).values_list("pk", "order_id"),

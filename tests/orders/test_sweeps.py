@@ -1,10 +1,11 @@
 """Sweeps on real MariaDB + Redis: bounded, exactly once, never a paid order, never blocked by one bad order."""
 
+import threading
 from collections import Counter
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -141,6 +142,40 @@ def test_an_order_the_batch_cannot_expire_is_left_and_the_rest_expired(make_vari
     assert Order.objects.get(pk=overdue[1].pk).status == "cancelled"
     assert set(releases_per_reservation().values()) == {1}
     assert stock_of(mug).reserved == 0
+    assert_books_balance(mug)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_sweeper_locks_only_the_candidates_it_read_and_passes_over_those_another_holds(make_variant):
+    """The claim reads its candidates without locks, then locks them by primary key (SKIP LOCKED): a
+    locking walk over the overdue orders locked every row it passed, more than MariaDB's lock memory
+    holds once a drop leaves a hundred thousand carts (it aborted the server)."""
+    mug = make_variant(sku="MUG", stock=100)
+    overdue = [place("MUG", 1, f"o{i}") for i in range(30)]
+    make_overdue(*overdue)
+    held, release = threading.Event(), threading.Event()
+
+    def another_sweeper_holds_the_first_twenty():
+        try:
+            with transaction.atomic():
+                list(Order.objects.filter(pk__in=[o.pk for o in overdue[:20]]).select_for_update())
+                held.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    other = threading.Thread(target=another_sweeper_holds_the_first_twenty)
+    other.start()
+    assert held.wait(10)
+    with CaptureQueriesContext(connection) as queries:
+        sweep = order_release_expired(batch_size=10)
+    release.set()
+    other.join(10)
+
+    assert sweep.done == 10
+    assert set(Order.objects.filter(status="expired").values_list("pk", flat=True)) == {o.pk for o in overdue[20:]}
+    locking = [q["sql"] for q in queries if "SKIP LOCKED" in q["sql"]]
+    assert locking and all("`orders_order`.`id` IN (" in sql for sql in locking)
     assert_books_balance(mug)
 
 
