@@ -278,11 +278,14 @@ def order_list_refund_drift(*, since: datetime | None = None) -> tuple[list[Orde
 
     ``since`` (``orders.services.reconciling.reconcile_since``): only the orders changed since then, or
     whose refunds were, with all their lines; a refund moves its order's amount with its lines' units, so
-    its drift shows there. Each is
-    read by its ``updated_at`` index. None: every order and line with refunds (the tables whole).
+    its drift shows there. Each is read by its ``updated_at`` index. None: every order and line with
+    refunds (the tables whole, each in one pass).
     """
-    if since is None:
-        scopes = [(Q(), Q())]
+    if since is None:  # a refunded amount, else the refunds (an OR of the two would test every row's refunds)
+        scopes = [
+            (Q(amount_refunded__gt=0), Q(quantity_refunded__gt=0)),
+            (Q(pk__in=Refund.objects.values("order")), Q(pk__in=RefundLine.objects.values("order_line"))),
+        ]
     else:
         refunds_changed = Refund.all_objects.filter(updated_at__gte=since).values("order")
         scopes = [
