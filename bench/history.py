@@ -45,6 +45,7 @@ def main() -> None:
     parser.add_argument("--seed-only", action="store_true", help="write the databases, measure nothing")
     parser.add_argument("--before-timeout", type=float, default=1200, help="stop the old reconcile after this")
     parser.add_argument("--report-only", action="store_true", help="write docs/history.md from the last figures")
+    parser.add_argument("--resume", action="store_true", help="measure only what the last run did not")
     args = parser.parse_args()
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith("mysql"):
@@ -69,7 +70,8 @@ def main() -> None:
             results[label] = {"orders": orders, "seeded": seeded or results.get(label, {}).get("seeded")}
             REPORT.with_suffix(".json").write_text(json.dumps(results, indent=1))
             continue
-        measured = _child(env, ["measure", "--overdue", str(args.overdue), "--baseline", str(args.baseline)], label)
+        measure_args = ["measure", "--overdue", str(args.overdue), "--baseline", str(args.baseline)]
+        measured = _child(env, [*measure_args, *(["--resume"] if args.resume else [])], label)
         measured["before checkpoints"] = _reconcile_before(before, env, name, timeout=args.before_timeout)
         for workers in (1, 4):
             measured[f"sweep before batches x{workers}"] = _sweep_before(before, env, name, workers, args.baseline)
@@ -116,7 +118,8 @@ def _child(env: dict, args: list[str], label: str) -> dict:
     """The measurements of one database, in a process of its own; a failure is printed, what was measured
     before it is kept."""
     out = Path("/tmp") / f"history-{label}.json"
-    out.unlink(missing_ok=True)
+    if "--resume" not in args:
+        out.unlink(missing_ok=True)
     done = subprocess.run([sys.executable, "-m", "bench.history", *args, "--out", str(out)], env=env, cwd=ROOT)
     if done.returncode:
         print(f"measuring {label} failed (exit {done.returncode}); what was measured before is kept")
@@ -256,20 +259,43 @@ def _report(results: dict, args) -> str:
 # --- in the child: Django set up on one database --------------------------------------------------------
 
 
-def measure(overdue: int, baseline: int, out: Path) -> dict:
+def measure(overdue: int, baseline: int, out: Path, *, resume: bool = False) -> dict:
     import django
 
     django.setup()
-    from django.contrib.auth import get_user_model
     from django.core.management import call_command
-    from django.db import connection
+
+    from inventory.models import LedgerCheckpoint
+    from inventory.services import ledger_checkpoint_list_take
+
+    results = json.loads(out.read_text()) if resume and out.exists() else {}
+    if "my_orders_ms" not in results:
+        _lists(results, out)
+    if "checkpoint_again" not in results:
+        LedgerCheckpoint.objects.all().delete()
+        results["checkpoint_first"] = _timed(ledger_checkpoint_list_take)
+        results["checkpoint_again"] = _timed(ledger_checkpoint_list_take)
+        _save(out, results)
+    if "sweep batched x4" not in results:
+        _sweeps(results, out, overdue)
+    if "reconcile_full" not in results:
+        # After the sweeps, so the books are checked balanced after them too; a clean run marks where the
+        # next default run reads from.
+        results["reconcile_full"] = _timed(lambda: _quiet(call_command, "reconcile", "--full"))
+        _save(out, results)
+    results["reconcile"] = _timed(lambda: _quiet(call_command, "reconcile"))
+    _save(out, results)
+    return results
+
+
+def _lists(results: dict, out: Path) -> None:
+    from django.contrib.auth import get_user_model
     from django.db.models import Count
 
-    from inventory.models import LedgerCheckpoint, StockMovement
-    from inventory.services import ledger_checkpoint_list_take
+    from inventory.models import StockMovement
     from orders.models import Order
 
-    results = {"ledger_rows": StockMovement.objects.order_by("-pk").values_list("pk", flat=True).first() or 0}
+    results["ledger_rows"] = StockMovement.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
     busiest = Order.objects.exclude(customer=None).values("customer").annotate(n=Count("pk")).order_by("-n").first()
     customer = get_user_model().objects.get(pk=busiest["customer"])
     results["customer_orders"] = busiest["n"]
@@ -281,10 +307,12 @@ def measure(overdue: int, baseline: int, out: Path) -> dict:
     results["my_orders_ms"] = _median_ms(customer, "/orders/")
     _save(out, results)
 
-    LedgerCheckpoint.objects.all().delete()
-    results["checkpoint_first"] = _timed(ledger_checkpoint_list_take)
-    results["checkpoint_again"] = _timed(ledger_checkpoint_list_take)
-    _save(out, results)
+
+def _sweeps(results: dict, out: Path, overdue: int) -> None:
+    from django.db import connection
+
+    from orders.models import Order
+
     awaiting = list(Order.objects.filter(status="awaiting_payment").order_by("pk").values_list("pk", flat=True))
     slices = {
         "sweep batched x1": (awaiting[:overdue], 1),
@@ -297,13 +325,6 @@ def measure(overdue: int, baseline: int, out: Path) -> dict:
         seconds = time.perf_counter() - started
         results[name] = {"seconds": seconds, "released": released, "rate": released / seconds}
         _save(out, results)
-    # After the sweeps, so the books are checked balanced after them too; a clean run marks where the next
-    # default run reads from.
-    results["reconcile_full"] = _timed(lambda: _quiet(call_command, "reconcile", "--full"))
-    _save(out, results)
-    results["reconcile"] = _timed(lambda: _quiet(call_command, "reconcile"))
-    _save(out, results)
-    return results
 
 
 def _make_due(connection, ids: list[int]) -> None:
@@ -387,9 +408,10 @@ if __name__ == "__main__":
         child.add_argument("--overdue", type=int)
         child.add_argument("--baseline", type=int)
         child.add_argument("--out", type=Path)
+        child.add_argument("--resume", action="store_true")
         parsed = child.parse_args()
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
         os.environ.setdefault("SECRET_KEY", "bench-only-not-a-secret")
-        measure(parsed.overdue, parsed.baseline, parsed.out)
+        measure(parsed.overdue, parsed.baseline, parsed.out, resume=parsed.resume)
     else:
         main()

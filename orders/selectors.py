@@ -3,7 +3,19 @@
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import DecimalField, Exists, F, Min, OuterRef, Q, QuerySet, Subquery, Sum, Value
+from django.db.models import (
+    DecimalField,
+    Exists,
+    F,
+    Min,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+    prefetch_related_objects,
+)
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
@@ -309,14 +321,15 @@ def order_list_refund_drift(*, since: datetime | None = None) -> tuple[list[Orde
             .exclude(amount_refunded=F("refunds_sum"))
             .order_by()
         )
+        # No join here: MariaDB would start from the products and read every line through its index.
         drifted_lines = (
             OrderLine.objects.filter(line_scope)
             .filter(Q(quantity_refunded__gt=0) | Exists(RefundLine.objects.filter(order_line=OuterRef("pk"))))
             .annotate(refund_units=Coalesce(Subquery(units), Value(0)))
             .exclude(quantity_refunded=F("refund_units"))
-            .select_related("order", "variant")
             .order_by()
         )
         orders |= {order.pk: order for order in drifted_orders}
         lines |= {line.pk: line for line in drifted_lines}
+    prefetch_related_objects(list(lines.values()), "order", "variant")
     return sorted(orders.values(), key=lambda order: order.pk), sorted(lines.values(), key=lambda line: line.pk)
