@@ -252,6 +252,10 @@ def _report(results: dict, args) -> str:
         row('that customer\'s "my orders" page (ms)', "my_orders_ms", fmt="{:.0f}"),
         row("that customer's orders", "customer_orders", fmt="{:,}"),
         "",
+        "A cell that says *failed* is the error the run raised; MariaDB's error log says why the server went",
+        "away. The code before checkpoints and batches is run from a git worktree of `--before` on the same",
+        "database.",
+        "",
     ]
     return "\n".join(lines) + "\n"
 
