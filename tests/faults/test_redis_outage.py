@@ -222,8 +222,9 @@ def test_orders_go_on_under_the_rows_locks_while_redis_is_down_and_back_on_its_l
     make_variant, token, tmp_path
 ):
     """Six buyers over HTTP, three gunicorn workers: Redis is killed with a third sold and restarted with
-    two thirds sold, so a third of the stock sells under the rows' locks alone; every unit is sold once."""
-    stock = 150
+    two thirds sold, so a third of the stock sells under the rows' locks alone; every unit is sold once.
+    The workers ask Redis again every 0.1 s, so the last third (some seconds of selling) is time enough."""
+    stock = 210
     mug = make_variant(sku="MUG", stock=stock)
     log = tmp_path / "gunicorn.log"
     with RedisServer(tmp_path) as redis:
@@ -231,7 +232,7 @@ def test_orders_go_on_under_the_rows_locks_while_redis_is_down_and_back_on_its_l
             REDIS_URL=redis.url,
             CELERY_BROKER_URL=redis.url,
             ORDER_THROTTLE_RATE="100000/minute",
-            LOCK_OUTAGE_RETRY_SECONDS="0.5",
+            LOCK_OUTAGE_RETRY_SECONDS="0.1",
         )
         with app_server(env, log, workers=3) as (url, _), ThreadPoolExecutor(1) as background:
             jobs = [{"url": url, "token": token, "name": f"buyer{n}"} for n in range(6)]
