@@ -176,7 +176,8 @@ def p99(latencies: list[float]) -> float:
 def run_sweep(
     *, orders: int = 100_000, skus: int = 200, batch: int = 200, baseline_orders: int = 10_000, buyers: int = 2
 ) -> dict:
-    """Each sweep on identical fresh data: {name: (seconds, orders released, queries or 0, buyers' p99 ms, placed)}."""
+    """Each sweep on identical fresh data, by name: its seconds, the orders it released, the queries it sent
+    (0 when several processes swept), the buyers' 99th-percentile latency in ms and their orders placed."""
     call_command("migrate", verbosity=0)
     baseline_orders = min(baseline_orders, orders)
     runs = {
