@@ -36,10 +36,6 @@ from shop.selectors import variant_get_for_stock
 
 logger = logging.getLogger(__name__)
 
-# The order lines reservations are for (``orders.OrderLine``), reached through the model: inventory
-# imports nothing from orders.
-ORDER_LINE = Reservation._meta.get_field("order_line").related_model
-
 
 @dataclass(frozen=True)
 class StockLine:
@@ -205,38 +201,14 @@ def stock_list_release(*, order_ids: list[int], skus, reason: str) -> int:
 
 def _reservations_settle(*, order_ids: list[int], skus, state: str, reason: str = "") -> int:
     """Settle the active reservations of these orders, set-based: the same statements for one order or a
-    sweep's batch (one counter UPDATE per SKU). The reservations' rows are locked before they flip, so
-    each settles once even if a lock is lost; the counters' UPDATEs are guarded. How many settled."""
+    sweep's batch (``inventory.sql``). The reservations' rows are locked before they flip, so each
+    settles once even if a lock is lost; the counters' UPDATE is guarded. How many settled."""
     committing = state == Reservation.State.COMMITTED
     with stock_section(skus=skus):
-        # The orders' lines first, by their order: the reservations are then read by their line's index,
-        # which MariaDB does not choose on its own when most reservations are active.
-        lines = dict(ORDER_LINE._base_manager.filter(order_id__in=order_ids).values_list("pk", "order_id"))
-        active = list(
-            Reservation.objects.filter(order_line_id__in=lines, state=Reservation.State.ACTIVE)
-            .select_for_update()
-            .order_by("pk")
-            .values_list("pk", "variant_id", "quantity", "order_line_id", named=True)
-        )
+        active = sql.reservations_active_of_orders(order_ids=order_ids)
         if not active:
             return 0
-        Reservation.objects.filter(pk__in=[r.pk for r in active]).update(state=state, release_reason=reason)
-        units = Counter()
-        for reservation in active:
-            units[reservation.variant_id] += reservation.quantity
-        stocks = sql.reserved_settle(units=units, committing=committing)
-        StockMovement.objects.bulk_create(
-            StockMovement(
-                stock_id=stocks[r.variant_id],
-                kind=StockMovement.Kind.COMMIT if committing else StockMovement.Kind.RELEASE,
-                on_hand_delta=-r.quantity if committing else 0,
-                reserved_delta=-r.quantity,
-                order_id=lines[r.order_line_id],
-                reservation_id=r.pk,
-                reason=reason,
-            )
-            for r in active
-        )
+        sql.reservations_settle(reservations=active, state=state, reason=reason, committing=committing)
     if not committing:
         logger.info("released %d reservation(s) of %d order(s) (%s)", len(active), len(order_ids), reason)
     return len(active)

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q, Sum
+from django.db.models import Prefetch, Q, Sum
 
 from core.clock import db_now
 from core.db import retry_on_deadlock
@@ -74,7 +74,7 @@ def _orders_sweep(queryset, *, action, batch_size: int, progress, batch_action=N
         done, rest = _orders_sweep_sections(batch, batch_action) if batch_action else (set(), batch)
         rest_ids = {order.pk for order in rest}
         for order in batch:
-            units = sum(line.quantity for line in order.lines.all())
+            units = sum(line.quantity for line in order.lines_with_variants())
             if order.pk in rest_ids:
                 outcome = _order_sweep_one(order, action)
             else:
@@ -164,4 +164,8 @@ def _orders_claim(queryset, *, batch_size: int) -> list[Order]:
         if ids or last is None:
             break
         after = last
-    return list(Order.objects.filter(pk__in=ids).order_by("pk").prefetch_related("lines__variant"))
+    # Only what a sweep reads (numbers to log, SKUs to lock, units to count, a voucher to release):
+    # building whole orders and products cost a sweeper more than the database spends expiring them.
+    lines = OrderLine.objects.select_related("variant").only("order_id", "quantity", "variant__sku")
+    claimed = Order.objects.filter(pk__in=ids).only("number", "status", "voucher_code").order_by("pk")
+    return list(claimed.prefetch_related(Prefetch("lines", queryset=lines)))

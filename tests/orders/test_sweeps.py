@@ -146,6 +146,29 @@ def test_an_order_the_batch_cannot_expire_is_left_and_the_rest_expired(make_vari
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_counter_holding_fewer_reserved_units_than_a_section_releases_stops_only_its_orders(make_variant):
+    """The counters' guard: a SKU whose count has drifted below what its reservations hold (a lost lock, a
+    hand edit) refuses the whole section, which writes nothing; its orders then go one by one, and only the
+    drifted SKU's order is left (skipped, for reconcile to report), with its reservation, status and ledger
+    as they were."""
+    mug, cup = make_variant(sku="MUG", stock=20), make_variant(sku="CUP", stock=20)
+    on_mug, on_cup = place("MUG", 2, "on-mug"), place("CUP", 2, "on-cup")
+    make_overdue(on_mug, on_cup)
+    Stock.objects.filter(variant=mug).update(reserved=1)  # drifted: its reservation holds 2
+
+    sweep = order_release_expired(batch_size=10)
+
+    assert (sweep.done, sweep.skipped) == (1, [on_mug.number])
+    assert Order.objects.get(pk=on_mug.pk).status == "awaiting_payment"
+    assert Reservation.objects.get(order_line__order=on_mug).state == "active"
+    assert not stock_of(mug).movements.filter(kind="release").exists()
+    assert stock_of(mug).reserved == 1
+    assert Order.objects.get(pk=on_cup.pk).status == "expired"
+    assert stock_of(cup).reserved == 0
+    assert_books_balance(cup)
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_sweeper_locks_only_the_candidates_it_read_and_passes_over_those_another_holds(make_variant):
     """The claim reads its candidates without locks, then locks them by primary key (SKIP LOCKED): a
     locking walk over the overdue orders locked every row it passed, more than MariaDB's lock memory
