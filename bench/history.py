@@ -31,6 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORT = ROOT / "docs" / "history.md"
+BUYERS = 2  # processes placing one-unit orders during the batched sweeps (``bench.sweepers.Buyers``)
 
 
 def main() -> None:
@@ -246,6 +247,22 @@ def _report(results: dict, args) -> str:
     ]:
         lines.append(row(f"{name}: seconds", key, "seconds"))
         lines.append(row(f"{name}: orders released a second", key, "rate", fmt="{:,.0f}"))
+    for data in (fresh, big):
+        for workers in (1, 4):
+            batched, before = data.get(f"sweep batched x{workers}", {}), data.get("sweep before batches x1", {})
+            if "rate" in batched and "rate" in before:
+                data[f"x{workers} over before"] = batched["rate"] / before["rate"]
+    lines += [
+        row("batched, 1 sweeper: times the rate of 1 sweeper before batches", "x1 over before", fmt="{:.1f}"),
+        row("batched, 4 sweepers: times the rate of 1 sweeper before batches", "x4 over before", fmt="{:.1f}"),
+    ]
+    for name, key, p99_key in [
+        ("no sweep running (10 s)", "buyers alone", "p99_ms"),
+        ("during the batched sweep, 1 sweeper", "sweep batched x1", "buyers_p99_ms"),
+        ("during the batched sweep, 4 sweepers", "sweep batched x4", "buyers_p99_ms"),
+    ]:
+        lines.append(row(f"{BUYERS} buyers' p99 (ms), {name}", key, p99_key, fmt="{:.0f}"))
+        lines.append(row(f"orders they placed, {name}", key, "placed", fmt="{:,}"))
     lines += [
         row("admin order list (ms, median of 5)", "admin_list_ms", fmt="{:.0f}"),
         row("API order list of the busiest customer (ms)", "api_list_ms", fmt="{:.0f}"),
@@ -313,21 +330,48 @@ def _lists(results: dict, out: Path) -> None:
 
 
 def _sweeps(results: dict, out: Path, overdue: int) -> None:
+    """The batched sweeps, with buyers placing orders on the history's SKUs meanwhile (and alone before,
+    for their p99 without a sweep): each SKU gets units enough first, through the stock service."""
+    from django.conf import settings
     from django.db import connection
 
+    from bench.sweepers import Buyers, p99, sweepers_run
+    from inventory.services import stock_restock
+    from orders.history import SKU_PREFIX
     from orders.models import Order
+    from shipping.models import ShippingMethod
+    from shop.models import ProductVariant
 
+    skus = list(ProductVariant.objects.filter(sku__startswith=SKU_PREFIX).values_list("sku", flat=True))
+    for sku in skus:
+        stock_restock(sku=sku, quantity=10_000, reason="history bench buyers")
+    # The history's goods are shipped: the buyers send an address in the shop's country and its method.
+    country = settings.SHOP_COUNTRY
+    method = ShippingMethod.objects.filter(zone__countries__contains=country).values_list("pk", flat=True).first()
+    address = {"full_name": "History Buyer", "line1": "Street 1", "city": "City", "postal_code": "10115"}
+    shipping = {"shipping_address": address | {"country": country}, "shipping_method": method}
     awaiting = list(Order.objects.filter(status="awaiting_payment").order_by("pk").values_list("pk", flat=True))
+    _make_due(connection, [])
+    with Buyers(BUYERS, skus, **shipping) as alone:
+        time.sleep(10)
+    results["buyers alone"] = {"p99_ms": p99(alone.latencies), "placed": len(alone.latencies)}
     slices = {
         "sweep batched x1": (awaiting[:overdue], 1),
         "sweep batched x4": (awaiting[overdue : 2 * overdue], 4),
     }
     for name, (ids, workers) in slices.items():
         _make_due(connection, ids)
-        started = time.perf_counter()
-        released = _sweep(workers)
-        seconds = time.perf_counter() - started
-        results[name] = {"seconds": seconds, "released": released, "rate": released / seconds}
+        with Buyers(BUYERS, skus, **shipping) as during:
+            started = time.perf_counter()
+            released, _ = sweepers_run(workers, batch=settings.SWEEP_BATCH_SIZE)
+            seconds = time.perf_counter() - started
+        results[name] = {
+            "seconds": seconds,
+            "released": released,
+            "rate": released / seconds,
+            "buyers_p99_ms": p99(during.latencies),
+            "placed": len(during.latencies),
+        }
         _save(out, results)
 
 
@@ -342,31 +386,6 @@ def _make_due(connection, ids: list[int]) -> None:
                 f" WHERE id IN ({', '.join(['%s'] * len(part))})",
                 part,
             )
-
-
-def _sweep(workers: int) -> int:
-    import multiprocessing
-
-    from django.conf import settings
-    from django.db import connections
-
-    from orders.services import order_release_expired
-
-    if workers == 1:
-        return order_release_expired(batch_size=settings.SWEEP_BATCH_SIZE).done
-    connections.close_all()
-    with multiprocessing.get_context("fork").Pool(workers) as pool:
-        return sum(pool.map(_sweeper, range(workers)))
-
-
-def _sweeper(_) -> int:
-    from django.conf import settings
-    from django.db import connections
-
-    from orders.services import order_release_expired
-
-    connections.close_all()
-    return order_release_expired(batch_size=settings.SWEEP_BATCH_SIZE).done
 
 
 def _median_ms(user, path: str) -> float:

@@ -16,7 +16,6 @@ the same buyers with no sweep running shows how long a sweep holds a SKU's lock.
 """
 
 import argparse
-import multiprocessing
 import random
 import time
 from datetime import timedelta
@@ -31,16 +30,20 @@ import django  # noqa: E402
 django.setup()
 
 from django.core.management import call_command  # noqa: E402
-from django.db import connection, connections, transaction  # noqa: E402
+from django.db import transaction  # noqa: E402
 from django.db.models import F, OuterRef, Subquery, Sum  # noqa: E402
 from django.db.models.functions import Coalesce  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
+from bench.sweepers import Buyers, p99, sweepers_run  # noqa: E402
 from inventory.models import LedgerCheckpoint, Reservation, Stock, StockMovement  # noqa: E402
 from inventory.selectors import ledger_bases, stock_books  # noqa: E402
 from orders.models import Order, OrderLine, new_order_number  # noqa: E402
-from orders.services import order_place, order_release_expired  # noqa: E402
 from shop.models import Product, ProductVariant  # noqa: E402
+
+
+def sku_names(count: int) -> list[str]:
+    return [f"BENCH-{n:04d}" for n in range(count)]
 
 
 def build(orders: int, skus: int) -> None:
@@ -50,8 +53,7 @@ def build(orders: int, skus: int) -> None:
     now = timezone.now()
     product = Product.objects.create(name="Bench")
     variants = ProductVariant.objects.bulk_create(
-        ProductVariant(product=product, sku=f"BENCH-{n:04d}", name=f"Bench {n}", price=1, requires_shipping=False)
-        for n in range(skus)
+        ProductVariant(product=product, sku=sku, name=sku, price=1, requires_shipping=False) for sku in sku_names(skus)
     )
     stocks = {
         p.pk: s for p, s in zip(variants, Stock.objects.bulk_create(Stock(variant=p) for p in variants), strict=True)
@@ -99,24 +101,6 @@ def build(orders: int, skus: int) -> None:
     assert not [row for row in stock_books() if row.drifted]
 
 
-def ours(workers: int, batch: int, one_by_one: bool) -> tuple[int, int]:
-    """Returns (orders released, queries issued by the single-sweeper run or 0)."""
-    if workers == 1:
-        queries = []
-        with connection.execute_wrapper(lambda execute, sql, *args: queries.append(sql) or execute(sql, *args)):
-            done = order_release_expired(batch_size=batch, one_by_one=one_by_one).done
-        return done, len(queries)
-    connections.close_all()
-    with multiprocessing.get_context("fork").Pool(workers) as pool:
-        return sum(pool.map(_sweep, [(batch, one_by_one)] * workers)), 0
-
-
-def _sweep(job: tuple[int, bool]) -> int:
-    batch, one_by_one = job
-    connections.close_all()
-    return order_release_expired(batch_size=batch, one_by_one=one_by_one).done
-
-
 def floor() -> tuple[int, int]:
     with transaction.atomic():
         overdue = Order.objects.filter(status="awaiting_payment", expires_at__lte=timezone.now())
@@ -131,48 +115,6 @@ def floor() -> tuple[int, int]:
     return len(ids), 5
 
 
-class Buyers:
-    """``count`` processes placing one-unit orders on random SKUs until stopped; their latencies in ms."""
-
-    def __init__(self, count: int, skus: int):
-        self.count, self.skus = count, skus
-        self.context = multiprocessing.get_context("fork")
-        self.stop = self.context.Event()
-        self.queue = self.context.Queue()
-
-    def __enter__(self):
-        connections.close_all()
-        self.processes = [self.context.Process(target=self._buy, args=(n,)) for n in range(self.count)]
-        for process in self.processes:
-            process.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.latencies = [ms for _ in self.processes for ms in self.queue.get(timeout=60)]
-        for process in self.processes:
-            process.join(10)
-
-    def _buy(self, n: int) -> None:
-        connections.close_all()
-        rng, latencies = random.Random(n), []
-        try:
-            while not self.stop.is_set():
-                started = time.perf_counter()
-                order_place(
-                    email=f"buyer{n}@example.com",
-                    items=[{"sku": f"BENCH-{rng.randrange(self.skus):04d}", "quantity": 1}],
-                    idempotency_key=f"buyer-{n}-{len(latencies)}-{time.monotonic_ns()}",
-                )
-                latencies.append((time.perf_counter() - started) * 1000)
-        finally:
-            self.queue.put(latencies)
-
-
-def p99(latencies: list[float]) -> float:
-    return sorted(latencies)[int(len(latencies) * 0.99)] if latencies else float("nan")
-
-
 def run_sweep(
     *, orders: int = 100_000, skus: int = 200, batch: int = 200, baseline_orders: int = 10_000, buyers: int = 2
 ) -> dict:
@@ -181,20 +123,20 @@ def run_sweep(
     call_command("migrate", verbosity=0)
     baseline_orders = min(baseline_orders, orders)
     runs = {
-        "batched x1": (orders, lambda: ours(1, batch, one_by_one=False)),
-        "batched x4": (orders, lambda: ours(4, batch, one_by_one=False)),
-        "one by one x1 (before batches)": (baseline_orders, lambda: ours(1, batch, one_by_one=True)),
-        "one by one x4 (before batches)": (baseline_orders, lambda: ours(4, batch, one_by_one=True)),
+        "batched x1": (orders, lambda: sweepers_run(1, batch=batch)),
+        "batched x4": (orders, lambda: sweepers_run(4, batch=batch)),
+        "one by one x1 (before batches)": (baseline_orders, lambda: sweepers_run(1, batch=batch, one_by_one=True)),
+        "one by one x4 (before batches)": (baseline_orders, lambda: sweepers_run(4, batch=batch, one_by_one=True)),
         "floor": (orders, floor),
     }
-    results = {}
+    results, names = {}, sku_names(skus)
     build(baseline_orders, skus)
-    with Buyers(buyers, skus) as quiet:
+    with Buyers(buyers, names) as quiet:
         time.sleep(10)
     results["no sweep (buyers alone)"] = (10.0, 0, 0, p99(quiet.latencies), len(quiet.latencies))
     for name, (count, run) in runs.items():
         build(count, skus)
-        with Buyers(buyers, skus) as during:
+        with Buyers(buyers, names) as during:
             started = time.perf_counter()
             released, queries = run()
             seconds = time.perf_counter() - started
