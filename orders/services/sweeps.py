@@ -1,12 +1,13 @@
 """Sweeps over many orders (expired, failed payments), a claimed batch at a time, for Celery beat and commands."""
 
 import logging
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Prefetch, Q, Sum
+from django.db.models import Q, Sum
 
 from core.clock import db_now
 from core.db import retry_on_deadlock
@@ -69,12 +70,15 @@ def _orders_sweep(queryset, *, action, batch_size: int, progress, batch_action=N
     takes order by order."""
     result = SweepResult()
     last_id = 0
-    while batch := _orders_claim(queryset.filter(pk__gt=last_id), batch_size=batch_size):
+    while True:
+        batch, units_of = _orders_claim(queryset.filter(pk__gt=last_id), batch_size=batch_size)
+        if not batch:
+            return result
         last_id = batch[-1].pk
         done, rest = _orders_sweep_sections(batch, batch_action) if batch_action else (set(), batch)
         rest_ids = {order.pk for order in rest}
         for order in batch:
-            units = sum(line.quantity for line in order.lines_with_variants())
+            units = units_of[order.pk]
             if order.pk in rest_ids:
                 outcome = _order_sweep_one(order, action)
             else:
@@ -86,7 +90,6 @@ def _orders_sweep(queryset, *, action, batch_size: int, progress, batch_action=N
                 result.skipped.append(order.number)
         if progress:
             progress(len(batch))
-    return result
 
 
 def _orders_sweep_sections(batch: list[Order], batch_action) -> tuple[set[int], list[Order]]:
@@ -117,8 +120,7 @@ def _order_sweep_one(order: Order, action) -> str:
     """
 
     def run():
-        skus = [line.variant.sku for line in order.lines.all()]
-        with stock_section(skus=skus, lock_wait=settings.SWEEP_LOCK_WAIT_SECONDS):
+        with stock_section(skus=order.skus, lock_wait=settings.SWEEP_LOCK_WAIT_SECONDS):
             return action(order=order)
 
     try:
@@ -130,8 +132,9 @@ def _order_sweep_one(order: Order, action) -> str:
     return "skipped"
 
 
-def _orders_claim(queryset, *, batch_size: int) -> list[Order]:
+def _orders_claim(queryset, *, batch_size: int) -> tuple[list[Order], Counter]:
     """Lease a batch no other sweeper holds; a dead sweeper's lease lapses and its batch is taken over.
+    The orders leased, and their units by order id.
 
     The candidates are read first, without locks, then only they are locked (SKIP LOCKED: another
     sweeper's are passed over): a locking read that walked the overdue orders itself would lock every
@@ -164,8 +167,16 @@ def _orders_claim(queryset, *, batch_size: int) -> list[Order]:
         if ids or last is None:
             break
         after = last
-    # Only what a sweep reads (numbers to log, SKUs to lock, units to count, a voucher to release):
-    # building whole orders and products cost a sweeper more than the database spends expiring them.
-    lines = OrderLine.objects.select_related("variant").only("order_id", "quantity", "variant__sku")
-    claimed = Order.objects.filter(pk__in=ids).only("number", "status", "voucher_code").order_by("pk")
-    return list(claimed.prefetch_related(Prefetch("lines", queryset=lines)))
+    # Only what a sweep reads (numbers to log, SKUs to lock, units to count, a voucher to release), the
+    # lines in one read for all: building whole orders, lines and products cost a sweeper more than the
+    # database spends expiring them.
+    claimed = list(Order.objects.filter(pk__in=ids).only("number", "status", "voucher_code").order_by("pk"))
+    skus, units = defaultdict(list), Counter()
+    for order_id, sku, quantity in OrderLine.objects.filter(order_id__in=ids).values_list(
+        "order_id", "variant__sku", "quantity"
+    ):
+        skus[order_id].append(sku)
+        units[order_id] += quantity
+    for order in claimed:
+        order.skus = sorted(skus[order.pk])  # ``Order.skus``, read once for the batch
+    return claimed, units
