@@ -24,6 +24,7 @@ from rest_framework.test import APIClient
 
 from bench.shipping import UNPRICED_ORDER
 from core.services import api_token_list_delete_expired
+from inventory import sql
 from inventory.models import Reservation, Stock, StockMovement
 from orders.models import (
     Order,
@@ -280,21 +281,14 @@ QUERIES = {
         .select_for_update(skip_locked=True)
         .values_list("pk", flat=True)[:200]
     ),
-    "settle: the lines of a section's orders": lambda users: OrderLine.objects.filter(
-        order_id__in=list(order_list_overdue().values_list("pk", flat=True)[:25])
-    ).values_list("pk", "order_id"),
-    "settle: their active reservations, locked": lambda users: (
-        Reservation.objects.filter(
-            order_line_id__in=list(
-                OrderLine.objects.filter(
-                    order_id__in=list(order_list_overdue().values_list("pk", flat=True)[:25])
-                ).values_list("pk", flat=True)
-            ),
-            state=Reservation.State.ACTIVE,
-        )
-        .select_for_update()
-        .order_by("pk")
-        .values_list("pk", "variant_id", "quantity", "order_line_id")
+    "sweep: the claimed orders' lines and SKUs": lambda users: OrderLine.objects.filter(
+        order_id__in=list(order_list_overdue().values_list("pk", flat=True)[:200])
+    ).values_list("order_id", "variant__sku", "quantity"),
+    "settle: a section's active reservations, locked, through their lines": lambda users: sent(
+        "FROM `orders_orderline` l",
+        lambda: sql.reservations_active_of_orders(
+            order_ids=list(order_list_overdue().values_list("pk", flat=True)[:25])
+        ),
     ),
     "sweep: a section's due orders, locked": lambda users: (
         order_list_overdue()
