@@ -94,6 +94,7 @@ def reservations_active_of_orders(*, order_ids: list[int]) -> list[Held]:
     orders' lines, whose index MariaDB does not choose on its own when most reservations are active."""
     reservations = _table_of(Reservation)
     straight = "STRAIGHT_JOIN " if connection.vendor == "mysql" else ""
+    locking = " FOR UPDATE" if connection.features.has_select_for_update else ""  # SQLite locks the file
     [rows] = statements_run(
         connection.alias,
         [
@@ -101,7 +102,7 @@ def reservations_active_of_orders(*, order_ids: list[int]) -> list[Held]:
                 f"SELECT {straight}r.id, r.variant_id, r.quantity FROM {_order_lines_table()} l"
                 f" JOIN {reservations} r ON r.order_line_id = l.id"
                 f" WHERE l.order_id IN ({', '.join(['%s'] * len(order_ids))}) AND r.state = %s"
-                " ORDER BY r.id FOR UPDATE",
+                f" ORDER BY r.id{locking}",
                 [*order_ids, Reservation.State.ACTIVE.value],
             )
         ],
