@@ -5,6 +5,7 @@ embedded Redis server (see ``config/embedded_redis.py``) that ``bin/run`` starts
 so every process shares one lock store and runs the same code path as in production.
 """
 
+import ipaddress
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -93,7 +94,20 @@ MIDDLEWARE = [
 # Who may read /metrics besides staff (config.metrics): a scraper sending "Authorization: Bearer <token>",
 # or one connecting from these networks (CIDRs; the connection's own address, never a forwarded one).
 METRICS_TOKEN = env("METRICS_TOKEN", default="")
-METRICS_ALLOWED_NETWORKS = env.list("METRICS_ALLOWED_NETWORKS", default=[])
+METRICS_ALLOWED_NETWORKS = [
+    entry.strip() for entry in env.list("METRICS_ALLOWED_NETWORKS", default=[]) if entry.strip()
+]
+for _network in METRICS_ALLOWED_NETWORKS:
+    try:
+        ipaddress.ip_network(_network)  # strict: 10.0.0.1/8 has host bits set, and is refused
+    except ValueError as _error:
+        # Refused at start: checked per scrape, a typo would answer every scrape with a 500.
+        raise environ.ImproperlyConfigured(
+            f"METRICS_ALLOWED_NETWORKS: {_network!r} is not a network ({_error})"
+        ) from None
+# The probes answer plain HTTP under SECURE_SSL_REDIRECT (config.settings_production): a load balancer or
+# Prometheus reaches the app server itself, over HTTP, and a 301 to HTTPS is never the 200 it waits for.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 # Content-Security-Policy (django-csp): every script and style comes from the shop's own static files,
 # none inline, so an injected <script> or style attribute does not run. The pages, the admin and the
 # API docs (drf-spectacular's split view, its init script served by URL) work under it.

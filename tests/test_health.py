@@ -2,7 +2,10 @@
 database answers, every migration is applied and, unless the shop sells through a Redis outage under
 the rows' locks, the lock service's Redis takes a write."""
 
+import html
+
 import pytest
+from django.db import connections
 from django.db.migrations.executor import MigrationExecutor
 
 pytestmark = pytest.mark.django_db
@@ -55,3 +58,29 @@ def test_with_the_fallback_a_host_stays_ready_while_the_lock_service_is_unreacha
     status, checks = ready(client)
     assert status == 200, checks
     assert set(checks) == {"Database(alias='default')", "MigrationsApplied()"}
+
+
+FORMATS = ["text", "html", "atom", "rss", "openmetrics"]
+
+
+def test_readyz_names_the_failing_dependency_but_not_its_host_or_user(client, settings, monkeypatch, caplog):
+    """The database refuses the login: anonymous callers learn which check failed, the log says why."""
+    settings.LOCK_DB_FALLBACK = False
+    monkeypatch.setitem(connections.settings["default"], "PASSWORD", "not-the-password")
+    database = connections.settings["default"]
+    answers = [str(ready(client)[1]), *(client.get(f"/readyz?format={kind}").content.decode() for kind in FORMATS)]
+    for text in map(html.unescape, answers):
+        assert "Database" in text, text
+        told = [part for part in (f"'{database['USER']}'@", f"'{database['HOST']}'", "Access denied") if part in text]
+        assert not told, text
+    assert "Access denied" in caplog.text
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/metrics"])
+def test_probes_answer_plain_http_under_the_https_redirect(client, settings, path):
+    """A load balancer (or Prometheus) probes the app server over plain HTTP: it gets the answer, not a 301."""
+    settings.SECURE_SSL_REDIRECT = True
+    settings.METRICS_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+    response = client.get(path, REMOTE_ADDR="127.0.0.1")
+    assert response.status_code == 200, (response.status_code, response.get("Location"))
+    assert client.get("/cart/").status_code == 301  # every other page still goes to HTTPS

@@ -136,3 +136,20 @@ def test_metrics_are_for_staff_a_token_or_an_allowed_network_only(client, settin
     assert client.get("/metrics", REMOTE_ADDR="10.1.4.2").status_code == 200
     client.force_login(staff_user)
     assert client.get("/metrics").status_code == 200
+
+
+def manage_check(**env) -> subprocess.CompletedProcess:
+    env = process_env(DJANGO_SETTINGS_MODULE="config.settings", **env)
+    return subprocess.run([BIN / "python", "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("entry", ["10.0.0.1/8", "10.0.0.0/33", "not-a-network"])
+def test_a_malformed_allowed_network_refuses_to_start(entry):
+    """Read once at start, not on every scrape: a typo stops the process with the entry named."""
+    run = manage_check(METRICS_ALLOWED_NETWORKS=f"127.0.0.0/8,{entry}")
+    assert run.returncode != 0 and f"METRICS_ALLOWED_NETWORKS: {entry!r}" in run.stderr, run.stderr[-2000:]
+
+
+def test_well_formed_allowed_networks_start():
+    run = manage_check(METRICS_ALLOWED_NETWORKS="10.0.0.0/8, 192.168.1.7,::1")
+    assert run.returncode == 0, run.stderr[-2000:]
