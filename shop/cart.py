@@ -59,16 +59,20 @@ def cart_line_change(session, *, variant, quantity, add: bool) -> int:
         raise _refused(variant, f"at most {settings.MAX_LINE_QUANTITY} per order line", in_cart=in_cart, add=add)
     if variant.max_per_customer is not None and line > variant.max_per_customer:
         raise _refused(variant, f"at most {variant.max_per_customer} per customer", in_cart=in_cart, add=add)
+    if line > variant.available and variant.available <= 0:
+        raise InvalidQuantity(f"{variant.name} is sold out.", sku=variant.sku, most=0, in_cart=in_cart)
     if line > variant.available:
-        raise _refused(variant, f"only {max(0, variant.available)} available now", in_cart=in_cart, add=add)
+        raise _refused(variant, f"only {variant.available} available now", in_cart=in_cart, add=add)
     cart_set(session, sku=variant.sku, quantity=line)
     return line
 
 
 def _refused(variant, reason: str, *, in_cart: int, add: bool) -> InvalidQuantity:
     most = cart_most(variant)
-    if add and in_cart:
-        can = f"you can add at most {max(0, most - in_cart)} more ({in_cart} already in your cart)"
+    if add and in_cart >= most:
+        can = f"your cart holds the most you can have ({in_cart})"
+    elif add and in_cart:
+        can = f"you can add at most {most - in_cart} more ({in_cart} already in your cart)"
     else:
         can = f"you can have at most {most}"
     return InvalidQuantity(f"{variant.name}: {reason}; {can}.", sku=variant.sku, most=most, in_cart=in_cart)

@@ -2,11 +2,15 @@
 
 from http import HTTPStatus
 
+from django.conf import settings
+
 from core.errors import DomainError
+from core.money import money_format
 
 
 class VoucherInvalid(DomainError):
-    """``code``: the code given; ``reason``: one of ``REASONS``. Nothing was placed."""
+    """``code``: the code given; ``reason``: one of ``REASONS`` (``minimum_not_met`` adds the ``minimum`` and
+    its ``currency``). Nothing was placed."""
 
     code = "voucher_invalid"
     status_code = HTTPStatus.CONFLICT
@@ -17,12 +21,16 @@ class VoucherInvalid(DomainError):
         "expired": "This voucher has expired.",
         "used_up": "This voucher has been used up.",
         "limit_per_customer": "You have used this voucher as often as it allows.",
-        "minimum_not_met": "Your order does not reach this voucher's minimum.",
+        "minimum_not_met": "Your order does not reach this voucher's minimum of {minimum}.",
         "not_applicable": "This voucher does not apply to anything in your order.",
     }
 
     def __init__(self, *, voucher: str, reason: str, **payload):
-        super().__init__(self.REASONS[reason], voucher=voucher, reason=reason, **payload)
+        detail = self.REASONS[reason]
+        if reason == "minimum_not_met":  # the amount to reach, in the shop's currency
+            payload["currency"] = settings.SHOP_CURRENCY
+            detail = detail.format(minimum=money_format(payload["minimum"], payload["currency"]))
+        super().__init__(detail, voucher=voucher, reason=reason, **payload)
 
     def explain(self) -> str:
         return f"{self.payload['voucher']}: {self.detail}"

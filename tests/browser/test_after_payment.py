@@ -49,7 +49,7 @@ def test_sign_up_verify_check_out_with_a_saved_address_then_shipped_in_part_and_
     page.get_by_test_id("add-address").click()
     for label, field in (("Full name", "full_name"), ("Address", "line1"), ("City", "city")):
         page.get_by_role("textbox", name=label, exact=True).fill(ADDRESS_DE[field])
-    page.get_by_role("textbox", name="Postal code (if any)").fill(ADDRESS_DE["postal_code"])
+    page.get_by_role("textbox", name="Postal code", exact=True).fill(ADDRESS_DE["postal_code"])
     page.get_by_role("combobox", name="Country").select_option(label="Germany")
     page.get_by_test_id("save-address").click()
     expect(page.get_by_test_id("address")).to_contain_text("Default shipping address")

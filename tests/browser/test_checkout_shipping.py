@@ -46,7 +46,7 @@ def address_fields(page) -> dict:
         "full_name": group.get_by_role("textbox", name="Full name", exact=True),
         "line1": group.get_by_role("textbox", name="Address", exact=True),
         "city": group.get_by_role("textbox", name="City", exact=True),
-        "postal_code": group.get_by_role("textbox", name="Postal code (if any)", exact=True),
+        "postal_code": group.get_by_role("textbox", name="Postal code", exact=True),
         "phone": group.get_by_role("textbox", name="Phone (if any)", exact=True),
         "country": group.get_by_role("combobox", name="Country"),
     }

@@ -4,6 +4,7 @@ import re
 
 import pytest
 
+from orders.services import order_place
 from tests.conftest import messages_of
 
 pytestmark = pytest.mark.django_db
@@ -88,7 +89,7 @@ def test_adding_refuses_more_than_is_available_or_allowed_with_what_is_in_the_ca
     assert told(response) == "Black tee: only 3 available now; you can add at most 1 more (2 already in your cart)."
     add(client, "MUG-LOGO", 2)
     response = add(client, "MUG-LOGO", 1)
-    assert told(response) == "Logo mug: at most 2 per customer; you can add at most 0 more (2 already in your cart)."
+    assert told(response) == "Logo mug: at most 2 per customer; your cart holds the most you can have (2)."
     assert client.session["cart"] == {"TEE": 2, "MUG-LOGO": 2}
 
 
@@ -115,6 +116,17 @@ def test_updating_refuses_more_than_is_available_now(client, tee):
     assert client.session["cart"] == {"TEE": 1}
     update(client, "TEE", 3)
     assert client.session["cart"] == {"TEE": 3}
+
+
+def test_a_sold_out_variant_is_said_to_be_sold_out_not_available_zero(client, tee, make_variant):
+    make_variant(sku="CAP", name="Navy cap", stock=0, price="22.00")
+    add(client, "TEE", 2)
+    order_place(email="bob@example.com", items=[{"sku": "TEE", "quantity": 3}], idempotency_key="all-of-them")
+
+    assert told(add(client, "CAP", 1)) == "Navy cap is sold out."
+    assert told(add(client, "TEE", 1)) == "Black tee is sold out."
+    assert told(update(client, "TEE", 1)) == "Black tee is sold out."
+    assert client.session["cart"] == {"TEE": 2}
 
 
 def test_a_variant_that_left_the_catalog_is_named_by_its_name(client, mug, tee):

@@ -134,7 +134,7 @@ def test_every_reason_a_code_does_not_apply_is_a_409_that_places_nothing(
     assert response.status_code == 409
     body = response.json()
     assert (body["code"], body["reason"], body["voucher"]) == ("voucher_invalid", reason, code)
-    assert body["detail"] == VoucherInvalid.REASONS[reason]
+    assert body["detail"] == VoucherInvalid.REASONS[reason].format(minimum="€100.00")  # the minimum, with currency
     assert Order.objects.count() == orders and stock_of(mug).reserved == reserved  # nothing placed
     assert_books_balance(mug)
     assert_voucher_books(voucher)
