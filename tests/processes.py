@@ -2,9 +2,12 @@
 
 Each child gets an environment pointing at the test database and the test Redis, so what it does is
 visible to the test, and runs in its own process group so that a test can kill it and its children.
+Each also ends with the test run that started it (``dies_with_us``), however that run ends.
 The soak (``bench/soak/``) starts its processes and its Redis server with these helpers too.
 """
 
+import ctypes
+import functools
 import json
 import os
 import shutil
@@ -23,6 +26,26 @@ from django.conf import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+
+
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when the thread that started it ends
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def die_with_parent(sig: int = signal.SIGTERM, *, parent: int | None = None) -> None:
+    """In a child: have the kernel send it ``sig`` when its parent (pid ``parent``) ends, even by SIGKILL.
+    A test run killed from outside otherwise leaves its Celery worker taking the next run's tasks."""
+    parent = os.getppid() if parent is None else parent
+    if _LIBC.prctl(PR_SET_PDEATHSIG, sig) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != parent:  # it ended before the request took effect
+        os.kill(os.getpid(), sig)
+
+
+def dies_with_us(sig: int = signal.SIGTERM):
+    """``Popen``'s ``preexec_fn`` for a child that ends (on ``sig``) with this process. The kernel signals
+    it when the *thread* that started it ends: start long-lived children from the test's own thread."""
+    return functools.partial(die_with_parent, sig, parent=os.getpid())
 
 
 def process_env(**overrides) -> dict:
@@ -84,6 +107,7 @@ def app_server(env: dict, log: Path, *, workers: int = 4, headers: dict | None =
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=dies_with_us(),
         )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -142,6 +166,7 @@ class RedisServer:
             + ["--dir", str(self.workdir), *replica],
             stdout=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=dies_with_us(),
         )
         wait_for(self._answers, timeout=10, what="redis-server to start")
 
@@ -165,7 +190,11 @@ class RedisServer:
             return False
 
     def __enter__(self):
-        self.start()
+        try:
+            self.start()
+        except BaseException:  # half started: what did start stops here, as __exit__ is not called
+            self.close()
+            raise
         return self
 
     def __exit__(self, *exc):
@@ -173,8 +202,9 @@ class RedisServer:
 
 
 class RedisSentinels:
-    """Redis under Sentinel, on loopback ports: a primary, a replica and three sentinels (Debian's
-    redis-sentinel) that fail over to the replica about a second after the primary stops answering.
+    """Redis under Sentinel, on loopback ports: a primary, a replica and three sentinels (``redis-server
+    --sentinel``: the Redis package has it, no other package needed) that fail over to the replica about
+    a second after the primary stops answering.
 
     ``env()`` is what a shop process needs to reach it (``REDIS_SENTINELS``, ``REDIS_SENTINEL_MASTER``).
     """
@@ -211,7 +241,12 @@ class RedisSentinels:
                 f"sentinel failover-timeout {self.MASTER} 5000\n"
             )
             self.sentinels.append(
-                subprocess.Popen(["redis-sentinel", str(config)], stdout=subprocess.DEVNULL, start_new_session=True)
+                subprocess.Popen(
+                    ["redis-server", str(config), "--sentinel"],
+                    stdout=subprocess.DEVNULL,
+                    start_new_session=True,
+                    preexec_fn=dies_with_us(),
+                )
             )
         wait_for(self._settled, timeout=30, what="the sentinels to see the primary, its replica and each other")
 
@@ -238,7 +273,11 @@ class RedisSentinels:
         self.replica.close()
 
     def __enter__(self):
-        self.start()
+        try:
+            self.start()
+        except BaseException:  # half started: what did start stops here, as __exit__ is not called
+            self.close()
+            raise
         return self
 
     def __exit__(self, *exc):

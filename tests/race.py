@@ -14,6 +14,7 @@ from django.db import connections
 
 from inventory import batching
 from inventory.locks import lock_list, sku_locks
+from tests.processes import die_with_parent
 
 _ctx = multiprocessing.get_context("fork")
 _barrier = None
@@ -22,6 +23,7 @@ _barrier = None
 def _init(barrier):
     global _barrier
     _barrier = barrier
+    die_with_parent()  # a pool worker of a test run killed from outside ends with it
     connections.close_all()
 
 
@@ -60,6 +62,7 @@ def start_process(func, **kwargs) -> multiprocessing.Process:
 
 
 def _init_and_call(func, kwargs):
+    die_with_parent()
     connections.close_all()
     func(**kwargs)
 

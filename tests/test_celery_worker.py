@@ -19,7 +19,7 @@ from orders.models import Order
 from orders.services import order_fail_payment, order_place
 from orders.tasks import sweep_expired_orders, sweep_failed_payments
 from tests.conftest import assert_books_balance, stock_of
-from tests.processes import BIN, ROOT, process_env, stop, wait_for
+from tests.processes import BIN, ROOT, dies_with_us, process_env, process_state, stop, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,7 +29,8 @@ RELEASE, SWEEP = "orders.tasks.release_order_stock", "orders.tasks.sweep_failed_
 
 @contextmanager
 def celery(kind: str, env: dict, log: Path, *args: str):
-    """Run ``celery -A config <kind>`` in its own process group; stop it (if still alive) afterwards."""
+    """Run ``celery -A config <kind>`` in its own process group; stop it (if still alive) afterwards, or
+    when this process ends however it ends (SIGQUIT: a cold shutdown, which ends its pool too)."""
     with open(log, "w") as out:
         proc = subprocess.Popen(
             [CELERY, "-A", "config", kind, "--loglevel=INFO", *args],
@@ -38,6 +39,7 @@ def celery(kind: str, env: dict, log: Path, *args: str):
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=dies_with_us(signal.SIGQUIT),
         )
     try:
         if kind == "worker":
@@ -181,3 +183,43 @@ def test_a_task_whose_worker_dies_mid_run_is_delivered_again_and_releases_once(m
     assert Reservation.objects.get(order_line__order=kept).state == "active"
     assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (5, 3)
     assert_books_balance(mug)
+
+
+# A test run that starts a worker and the embedded Redis's kind of child (a redis-server), says their pids and
+# waits to be killed: as a run stopped from outside (a CI timeout) is.
+STARTS_A_WORKER = """
+import time
+from tests.processes import RedisServer, process_env
+from tests.test_celery_worker import celery, pool_processes
+
+def test_starts_a_worker(tmp_path):
+    with RedisServer() as redis, celery("worker", process_env(), tmp_path / "worker.log", "--concurrency=2") as worker:
+        pids = [worker.pid, *pool_processes(worker), redis.proc.pid]
+        (tmp_path.parent / "pids").write_text(" ".join(map(str, pids)))
+        time.sleep(600)
+"""
+
+
+def test_the_processes_a_test_run_starts_end_when_it_is_killed(tmp_path):
+    """Killed by SIGKILL, pytest runs no fixture's cleanup: its worker and Redis end with it all the same, so no
+    leftover worker takes the next run's tasks from the same Redis database."""
+    (tmp_path / "test_inner.py").write_text(STARTS_A_WORKER)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.Popen(
+        [str(BIN / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(ROOT)]
+        + ["-c", str(ROOT / "pytest.ini"), "--basetemp", str(tmp_path / "inner"), str(tmp_path / "test_inner.py")],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=dies_with_us(signal.SIGKILL),
+    )
+    pids_file = tmp_path / "inner" / "pids"
+    try:
+        wait_for(pids_file.exists, timeout=90, what="the inner run's worker and Redis")
+        pids = [int(pid) for pid in pids_file.read_text().split()]
+        assert len(pids) == 4 and all(process_state(pid) not in ("gone", "Z") for pid in pids)
+    finally:
+        run.kill()
+        run.wait(10)
+    wait_for(lambda: all(process_state(pid) in ("gone", "Z") for pid in pids), timeout=30, what="them to end")

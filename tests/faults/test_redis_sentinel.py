@@ -1,4 +1,4 @@
-"""Redis under Sentinel (Debian's redis-sentinel: a primary, a replica, three sentinels on loopback). The
+"""Redis under Sentinel (``redis-server --sentinel``: a primary, a replica, three sentinels on loopback). The
 primary is killed mid-sale from several buyer processes over gunicorn. Orders go on through the failover
 (under the stock rows' locks while no primary answers), or, with the fallback off, are refused with a 503
 for no longer than the failover takes; the locks lost with the old primary are fenced by the guarded
