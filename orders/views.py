@@ -4,7 +4,6 @@ explain themselves, and what the session keeps is ``orders.checkout``'s business
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
-from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -14,6 +13,7 @@ from django_countries.fields import LazyTypedChoiceField
 
 from core.errors import DomainError, InvalidInput
 from core.money import money_format
+from core.pages import page_or_404
 from orders.checkout import CheckoutSession, connection_loss_refused
 from orders.customers import buyer_of
 from orders.errors import IdempotencyConflict, OrderLinkExpired
@@ -392,7 +392,7 @@ def order_list(request):
         customer=request.user if request.user.is_authenticated else None,
         guest_numbers=CheckoutSession(request).guest_orders,
     )
-    page = Paginator(orders, ORDERS_PER_PAGE).get_page(request.GET.get("page"))
+    page = page_or_404(orders, per_page=ORDERS_PER_PAGE, number=request.GET.get("page"))
     return render(request, "orders/order_list.html", {"orders": page, "page": page})
 
 

@@ -4,13 +4,13 @@ import math
 
 from django import forms
 from django.contrib import messages
-from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from core.clock import db_now
 from core.errors import InvalidQuantity
+from core.pages import page_or_404
 from shop.cart import cart_get, cart_line_change, cart_most, cart_set
 from shop.models import Category, OptionValue
 from shop.selectors import (
@@ -66,7 +66,7 @@ def _product_list(request, *, category):
         option_values=filters.get("value") or (),
         ordering=filters.get("sort") or "name",
     )
-    page = Paginator(products, PRODUCTS_PER_PAGE).get_page(request.GET.get("page"))
+    page = page_or_404(products, per_page=PRODUCTS_PER_PAGE, number=request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
     context = {
