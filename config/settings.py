@@ -15,6 +15,7 @@ from csp.constants import NONE, SELF
 
 from config.development_key import development_secret_key
 from config.embedded_redis import embedded_dir, embedded_urls
+from config.media import media_origins
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -88,7 +89,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
-    "config.error_views.api_not_found_middleware",
+    "config.error_views.api_errors_middleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 # Who may read /metrics besides staff (config.metrics): a scraper sending "Authorization: Bearer <token>",
@@ -490,7 +491,7 @@ WHITENOISE_USE_FINDERS = True
 
 # Product images go through Django's storage API: local files under MEDIA_ROOT by default (served by the
 # shop itself, config/urls.py), or an S3-compatible store with MEDIA_STORAGE=s3 (docs/configuration.md).
-MEDIA_URL = "media/"
+MEDIA_URL = env("MEDIA_URL", default="media/")
 MEDIA_ROOT = env("MEDIA_ROOT", default=str(VAR_DIR / "media"))
 if env("MEDIA_STORAGE", default="local") == "s3":
     _media_storage = {
@@ -500,6 +501,8 @@ if env("MEDIA_STORAGE", default="local") == "s3":
             "endpoint_url": env("MEDIA_S3_ENDPOINT_URL", default=None),
             "access_key": env("MEDIA_S3_ACCESS_KEY", default=None),
             "secret_key": env("MEDIA_S3_SECRET_KEY", default=None),
+            "region_name": env("MEDIA_S3_REGION", default=None),
+            "custom_domain": env("MEDIA_S3_CUSTOM_DOMAIN", default=None),
             "querystring_auth": False,
         },
     }
@@ -509,6 +512,8 @@ STORAGES = {
     "default": _media_storage,
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+# Images served from elsewhere (an S3 store, a CDN) are the shop's own: the policy lets the pages show them.
+CONTENT_SECURITY_POLICY["DIRECTIVES"]["img-src"] += media_origins(media_url=MEDIA_URL, storage=STORAGES["default"])
 # Uploads larger than this are refused before Pillow opens them; so are images of more pixels.
 PRODUCT_IMAGE_MAX_BYTES = env.int("PRODUCT_IMAGE_MAX_BYTES", default=10 * 1024 * 1024)
 PRODUCT_IMAGE_MAX_PIXELS = env.int("PRODUCT_IMAGE_MAX_PIXELS", default=40_000_000)
