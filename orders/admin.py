@@ -29,6 +29,8 @@ from orders.services import (
     order_refund,
     order_release_expired,
     order_ship,
+    payment_review_accept,
+    payment_review_refund,
     return_request_accept,
     return_request_refuse,
 )
@@ -562,6 +564,65 @@ class PaymentEventAdmin(GrowingTableAdminMixin, ReadOnlyAdminMixin, admin.ModelA
     @admin.display(description="processed", boolean=True, ordering="processed_at")
     def processed(self, event):
         return event.processed_at is not None
+
+
+@admin.register(Payment)
+class PaymentAdmin(GrowingTableAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Every charge. One in ``review`` (the provider charged another amount or currency than asked) waits
+    for staff: accept it as its order's payment (what it took beyond the total is refunded), or refund it all."""
+
+    list_display = ["reference", "order", "state", "amount_shown", "charged_shown", "refunded_shown", "created_at"]
+    list_select_related = ["order"]
+    list_filter = ["state", "provider"]
+    search_fields = ["reference", "order__number", "provider_payment"]
+    fields = readonly_fields = [
+        "order", "provider", "reference", "provider_payment", "state", "amount_shown", "charged_shown",
+        "refunded_shown", "charged_at", "created_at", "updated_at",
+    ]  # fmt: skip
+    actions = ["review_accept", "review_refund"]
+
+    class Media:
+        css = {"all": ["core/admin.css"]}  # the list fits a 1280 px window
+
+    def has_decide_permission(self, request):
+        return request.user.has_perm("orders.refund_order")
+
+    @admin.display(description="asked")
+    def amount_shown(self, payment):
+        return money_format(payment.amount, payment.currency)
+
+    @admin.display(description="charged")
+    def charged_shown(self, payment):
+        if payment.charged_amount is None:
+            return "-"
+        return money_format(payment.charged_amount, payment.charged_currency or payment.currency)
+
+    @admin.display(description="refunded")
+    def refunded_shown(self, payment):
+        return money_format(payment.amount_refunded, payment.charged_currency or payment.currency)
+
+    @admin.action(description="Accept selected charges in review as their orders' payment", permissions=["decide"])
+    def review_accept(self, request, queryset):
+        self._decide(request, queryset, payment_review_accept, done="Accepted (any excess refunded)")
+
+    @admin.action(description="Refund selected charges in review in full", permissions=["decide"])
+    def review_refund(self, request, queryset):
+        self._decide(request, queryset, payment_review_refund, done="Refunded")
+
+    def _decide(self, request, queryset, decide, *, done: str) -> None:
+        decided, refused = [], []
+        for payment in queryset.select_related("order"):
+            try:
+                decide(payment=payment)
+            except DomainError as refusal:
+                refused.append(f"{payment.reference} of order {payment.order.number} ({refusal.as_text()})")
+            else:
+                decided.append(f"{payment.reference} of order {payment.order.number}")
+                logger.warning("%s: payment %s, by %s", done, payment.reference, request.user)
+        if decided:
+            self.message_user(request, f"{done}: {', '.join(decided)}.")
+        if refused:
+            self.message_user(request, "Not done: " + "; ".join(refused), messages.ERROR)
 
 
 @admin.register(ReturnRequest)

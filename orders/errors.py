@@ -149,3 +149,29 @@ class ReturnAlreadyDecided(DomainError):
     code = "return_already_decided"
     status_code = HTTPStatus.CONFLICT
     default_detail = "This return was accepted or refused already."
+
+
+class PaymentInReview(DomainError):
+    """A charge of the order's waits in ``review`` (another amount or currency than asked): paying again could
+    charge the buyer twice, so staff accept that charge or refund it first."""
+
+    code = "payment_in_review"
+    status_code = HTTPStatus.CONFLICT
+    default_detail = "A payment of this order is being checked by the shop; it cannot be paid again meanwhile."
+
+
+class ChargeNotAcceptable(DomainError):
+    """Staff asked to accept a charge that cannot pay its order as it is: not in review, in another currency,
+    of an amount the provider did not say, or less than the order's total (``reason`` says which)."""
+
+    code = "charge_not_acceptable"
+    status_code = HTTPStatus.CONFLICT
+    default_detail = "This charge cannot be accepted as the order's payment; refund it instead."
+
+
+class PaymentNotInReview(DomainError):
+    """Staff asked to decide about a charge that is not in ``review`` (decided already, say)."""
+
+    code = "payment_not_in_review"
+    status_code = HTTPStatus.CONFLICT
+    default_detail = "This payment is not waiting for staff: it was accepted or refunded already."

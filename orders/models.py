@@ -1,4 +1,5 @@
 import secrets
+from decimal import Decimal
 from functools import cached_property
 
 from django.conf import settings
@@ -387,7 +388,12 @@ class Payment(BaseModel):
     provider_payment = models.CharField(max_length=255, blank=True, db_index=True)  # what refunds name
     amount = models.DecimalField(max_digits=12, decimal_places=2)
     currency = models.CharField(max_length=3)  # ISO 4217, upper case: SHOP_CURRENCY when it started
-    # What the provider says it has refunded of it so far (its ``charge.refunded`` webhooks).
+    # What the provider charged, as its success said (null until then, or if it did not say): another
+    # amount or currency than asked puts the payment in ``review``.
+    charged_amount = models.DecimalField(max_digits=12, decimal_places=2, null=True, blank=True)
+    charged_currency = models.CharField(max_length=3, blank=True)
+    # What the provider says it has refunded of the charge so far (its ``charge.refunded`` webhooks, and its
+    # answers to our refunds), in the currency charged.
     amount_refunded = models.DecimalField(max_digits=12, decimal_places=2, default=0)
     state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING, db_index=True)
     # When the provider's success was recorded, on the database's clock: an expired order whose charge
@@ -400,14 +406,28 @@ class Payment(BaseModel):
             models.CheckConstraint(condition=~Q(reference=""), name="payment_reference_present"),
             models.CheckConstraint(condition=Q(amount__gte=0), name="payment_amount_not_negative"),
             models.CheckConstraint(
-                condition=Q(amount_refunded__gte=0) & Q(amount_refunded__lte=F("amount")),
-                name="payment_refunded_within_amount",
+                condition=Q(amount_refunded__gte=0)
+                & (
+                    Q(amount_refunded__lte=F("amount"))
+                    | Q(charged_amount__isnull=False, amount_refunded__lte=F("charged_amount"))
+                ),
+                name="payment_refunded_within_charge",
             ),
             models.UniqueConstraint(fields=["order", "attempt"], name="payment_one_per_order_attempt"),
         ]
 
     def __str__(self):
         return self.reference
+
+    @property
+    def charge(self) -> Decimal:
+        """What the provider took: as its success said, else as asked (``payment_list_refund_drift`` reads the same)."""
+        return self.amount if self.charged_amount is None else self.charged_amount
+
+    @property
+    def excess(self) -> Decimal:
+        """What it took beyond its order's total: never the order's money (refunded when staff accept it)."""
+        return max(self.charge - self.amount, Decimal(0))
 
 
 class PaymentEvent(BaseModel):

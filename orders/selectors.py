@@ -1,11 +1,15 @@
 """Reads of orders for sweeps and checks."""
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.db.models import (
+    BooleanField,
     DecimalField,
     Exists,
+    ExpressionWrapper,
     F,
     Min,
     OuterRef,
@@ -16,7 +20,7 @@ from django.db.models import (
     Value,
     prefetch_related_objects,
 )
-from django.db.models.functions import Coalesce, Now
+from django.db.models.functions import Coalesce, Greatest, Now
 from django.utils import timezone
 
 from core.clock import db_now
@@ -333,3 +337,71 @@ def order_list_refund_drift(*, since: datetime | None = None) -> tuple[list[Orde
         lines |= {line.pk: line for line in drifted_lines}
     prefetch_related_objects(list(lines.values()), "order", "variant")
     return sorted(orders.values(), key=lambda order: order.pk), sorted(lines.values(), key=lambda line: line.pk)
+
+
+@dataclass(frozen=True)
+class PaymentRefundDrift:
+    """A payment whose refunds, as its provider tells them, its order does not book (or books wrongly)."""
+
+    payment: Payment
+    refunded: Decimal  # what the provider says it refunded of the order's money (a charge's excess left out)
+    booked: Decimal  # the refunds of it the order records as done
+    under_way: Decimal  # the refunds of it asked of the provider and not yet answered
+
+    def describe(self) -> str:
+        payment = self.payment
+        said = f"payment {payment.reference} of order {payment.order.number}: the provider refunded {self.refunded}"
+        if payment.order.payment_reference != payment.reference:
+            return f"{said} of a charge never applied ({payment.state}), whose order books {self.booked}"
+        return f"{said}, the order books {self.booked} done and {self.under_way} under way"
+
+
+def payment_list_refund_drift(*, since: datetime | None = None, order_ids=None) -> list[PaymentRefundDrift]:
+    """Payments whose refunds the books do not explain, in id order: the one that paid its order, unless what
+    the provider says it refunded of the order's money is at least the order's refunds done and at most those
+    with the ones under way; a charge never applied, if the order records refunds of it, or it reads refunded
+    while part of it is still charged. What it charged beyond its order's total (accepted from ``review``) is
+    refunded on acceptance, so it is not the order's.
+
+    ``since``: the payments changed since then, or whose order or refunds were (as ``order_list_refund_drift``);
+    ``order_ids``: those orders' payments only. The property tests and ``reconcile`` read this.
+    """
+    payments = Payment.all_objects.filter(
+        Q(amount_refunded__gt=0)
+        | Q(state=Payment.State.REFUNDED)
+        | Exists(Refund.objects.filter(payment=OuterRef("pk")))
+    )
+    if since is not None:
+        payments = payments.filter(
+            Q(updated_at__gte=since)
+            | Q(order__updated_at__gte=since)
+            | Q(pk__in=Refund.all_objects.filter(updated_at__gte=since).values("payment"))
+        )
+    if order_ids is not None:
+        payments = payments.filter(order_id__in=list(order_ids))
+    money = DecimalField(max_digits=12, decimal_places=2)
+
+    def refunds_in(state: str):
+        sums = Refund.objects.filter(payment=OuterRef("pk"), state=state).values("payment").annotate(sum=Sum("amount"))
+        return Coalesce(Subquery(sums.values("sum")), Value(Decimal(0)), output_field=money)
+
+    charge = Coalesce(F("charged_amount"), F("amount"), output_field=money)  # ``Payment.charge`` and ``excess``
+    rows = payments.annotate(
+        booked=refunds_in(Refund.State.SUCCEEDED),
+        under_way=refunds_in(Refund.State.REQUESTED),
+        paid_order=ExpressionWrapper(Q(order__payment_reference=F("reference")), output_field=BooleanField()),
+        refunded=ExpressionWrapper(
+            F("amount_refunded") - Greatest(charge - F("amount"), Value(Decimal(0))), output_field=money
+        ),
+    ).filter(
+        Q(paid_order=True, refunded__lt=F("booked"))
+        | Q(paid_order=True, refunded__gt=F("booked") + F("under_way"))
+        | Q(paid_order=False, booked__gt=0)
+        | Q(paid_order=False, under_way__gt=0)
+        | Q(paid_order=False, state=Payment.State.REFUNDED, amount_refunded__lt=charge)
+    )
+    found = []
+    for row in rows.select_related("order").order_by("pk"):
+        refunded = row.refunded if row.paid_order else row.amount_refunded
+        found.append(PaymentRefundDrift(row, refunded, row.booked, row.under_way))
+    return found

@@ -48,7 +48,7 @@ class PaymentOutcome:
     attempt: int | None = None
     provider_payment: str = ""  # the provider's id of the money movement (Stripe: the payment intent)
     amount: Decimal | None = None  # SUCCEEDED: what was charged (None: the event does not say)
-    currency: str = ""  # SUCCEEDED: its ISO code, upper case
+    currency: str = ""  # SUCCEEDED, REFUNDED: its ISO code, upper case
     refunded: Decimal | None = None  # REFUNDED: the total refunded so far (None: all of it)
 
 
@@ -75,11 +75,18 @@ class PaymentProvider(Protocol):
         event has a string ``id``, unique for this provider, and a string ``type``."""
 
     def event_outcome(self, event: dict) -> PaymentOutcome | None:
-        """What a verified event says about a payment; None for an event that is about none."""
+        """What a verified event says about a payment; None for an event that is about none.
+        ``EventUnreadable`` for one about a payment that does not say what it must (an amount without its
+        currency): it is kept for staff, never taken as nothing."""
 
 
 class WebhookRefused(ValueError):
     """A webhook whose signature is missing, wrong or stale, or whose body is not an event."""
+
+
+class EventUnreadable(ValueError):
+    """A verified event about a payment that lacks what the shop needs to apply it (say, a refunded amount
+    without its currency, which would be read in the wrong unit)."""
 
 
 class UnknownProvider(LookupError):

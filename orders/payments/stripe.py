@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from core.money import THREE_DECIMAL_CURRENCIES, WHOLE_UNITS_ONLY, ZERO_DECIMAL_CURRENCIES
 from orders.errors import AmountNotChargeable
-from orders.payments import Checkout, Outcome, PaymentOutcome, WebhookRefused, payment_metadata
+from orders.payments import Checkout, EventUnreadable, Outcome, PaymentOutcome, WebhookRefused, payment_metadata
 
 logger = logging.getLogger(__name__)
 
@@ -115,11 +115,14 @@ def event_outcome(event: dict) -> PaymentOutcome | None:
         amount = major_units(total, currency) if isinstance(total, int) and currency else None
         return PaymentOutcome(kind, checkout=obj["id"], amount=amount, currency=currency.upper(), **found)
     if obj.get("object") == "charge" and kind == Outcome.REFUNDED:
+        currency = obj.get("currency").upper() if isinstance(obj.get("currency"), str) else ""
         if obj.get("refunded") is True:  # all of it
-            return PaymentOutcome(kind, **found)
-        currency, refunded = obj.get("currency"), obj.get("amount_refunded")
-        if isinstance(currency, str) and isinstance(refunded, int):  # a part, so far
-            return PaymentOutcome(kind, refunded=major_units(refunded, currency), **found)
+            return PaymentOutcome(kind, currency=currency, **found)
+        refunded = obj.get("amount_refunded")
+        if not currency or not isinstance(refunded, int) or isinstance(refunded, bool) or refunded < 0:
+            # Read in a guessed currency, an amount could be off a hundredfold: kept for staff instead.
+            raise EventUnreadable("a charge.refunded whose amount_refunded or currency is missing or malformed")
+        return PaymentOutcome(kind, refunded=major_units(refunded, currency), currency=currency, **found)
     return None
 
 

@@ -13,6 +13,8 @@ from orders.services.paying import (
     payment_list_expire_checkouts,
     payment_list_settle,
     payment_refund_confirmed,
+    payment_review_accept,
+    payment_review_refund,
     payment_settle,
     payment_succeeded,
 )
@@ -49,6 +51,8 @@ __all__ = [
     "payment_list_expire_checkouts",
     "payment_list_settle",
     "payment_refund_confirmed",
+    "payment_review_accept",
+    "payment_review_refund",
     "payment_settle",
     "payment_succeeded",
     "refund_list_settle",

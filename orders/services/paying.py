@@ -21,7 +21,15 @@ from inventory.errors import InsufficientStock
 from inventory.models import Reservation
 from inventory.section import stock_section
 from inventory.services import stock_reserve
-from orders.errors import OrderExpired, OrderNotPayable, PaymentNotApplied
+from orders.errors import (
+    ChargeNotAcceptable,
+    OrderExpired,
+    OrderNotPayable,
+    PaymentInReview,
+    PaymentNotApplied,
+    PaymentNotInReview,
+    RefundFailed,
+)
 from orders.models import PAID_STATUSES, Order, Payment
 from orders.payments import PaymentOutcome, payment_provider, provider_for
 from orders.pricing import order_price
@@ -58,6 +66,8 @@ def order_pay(*, order: Order, return_url: str) -> Payment:
     first, if it may be revived and stock allows. The provider is called outside any lock or
     transaction, so a slow provider never holds up other buyers. The outcome arrives later, by
     webhook (``payment_event_process``); ``return_url`` is where the provider sends the buyer back.
+    Refused while a charge of the order waits in ``review`` (``PaymentInReview``: staff decide it first),
+    and for a free order, which is paid then and there (``order_complete_free``).
     """
     with stock_section(skus=order.skus):
         order = order_reload(order)
@@ -67,14 +77,19 @@ def order_pay(*, order: Order, return_url: str) -> Payment:
             return paid_with
         if order.status not in (Status.AWAITING_PAYMENT, Status.EXPIRED, Status.PAYMENT_FAILED):
             raise OrderNotPayable(number=order.number, status=order.status)
+        if order.payments.filter(state=Payment.State.REVIEW).exists():
+            raise PaymentInReview(number=order.number)  # staff accept that charge or refund it first
         if order.status == Status.PAYMENT_FAILED:
             # Tried again after a decline: what the release task has not yet given back goes first.
             order_stock_release(order=order, reason=Reservation.ReleaseReason.PAYMENT_FAILED)
         if order.status in (Status.EXPIRED, Status.PAYMENT_FAILED):
             _order_reserve_again(order)
+        paid_free = order.total == 0 and _order_paid_free(order)  # nothing to charge: committed, then said
         if in_progress := payment_find_in_progress(order=order):
             return in_progress  # a second click, or a charge about to apply: the same payment
         attempt = Payment.all_objects.filter(order=order).count() + 1
+    if paid_free:
+        raise OrderNotPayable("This order is free: it is paid, with nothing to pay.", number=order.number)
     provider, amount, currency = payment_provider(), order.total, order.currency  # as placed, never recomputed
     checkout = provider.checkout_start(
         order=order,
@@ -99,6 +114,78 @@ def order_pay(*, order: Order, return_url: str) -> Payment:
         return Payment.objects.get(order=order, attempt=attempt)  # a concurrent click stored the same checkout
 
 
+def order_complete_free(*, order: Order) -> Order:
+    """A free order (total 0.00: a 100% voucher with free shipping, a free product) is paid as soon as it is
+    placed, without a provider (none can charge nothing): its stock and voucher use are committed, and its
+    receipt is emailed, as for any paid order. Any other order, or one paid already, is returned as it is."""
+    if order.total != 0 or order.status != Status.AWAITING_PAYMENT:
+        return order
+    with stock_section(skus=order.skus):
+        if not _order_paid_free(order):
+            order.refresh_from_db(fields=["status", "paid_at"])
+    return order
+
+
+def _order_paid_free(order: Order) -> bool:
+    """In the order's stock section: pay a free order awaiting payment. True if this call paid it."""
+    if not order_transition(order, from_statuses=[Status.AWAITING_PAYMENT], to=Status.PAID, paid_at=timezone.now()):
+        return False
+    order_stock_commit(order=order)
+    logger.info("order %s is free: paid without a provider", order)
+    return True
+
+
+def payment_review_accept(*, payment: Payment) -> Payment:
+    """Staff accept a charge in ``review`` as its order's payment. What it took beyond the order's total is
+    refunded first, through its provider (once, under a key of its own); then it is applied as any charge is,
+    or refunded in full if its order can no longer be paid. ``ChargeNotAcceptable`` for a charge in another
+    currency, of an amount the provider did not say, or holding less than the order's total: refund it."""
+    payment = Payment.objects.select_related("order").get(pk=payment.pk)
+    if payment.state != Payment.State.REVIEW:
+        raise PaymentNotInReview(number=payment.order.number, reference=payment.reference, state=payment.state)
+    if reason := _charge_unacceptable(payment):
+        raise ChargeNotAcceptable(number=payment.order.number, reference=payment.reference, reason=reason)
+    if (excess := payment.excess - payment.amount_refunded) > 0:
+        try:
+            provider_for(payment.provider).refund(
+                payment=payment, amount=excess, key=f"refund-excess-{payment.reference}"
+            )
+        except Exception as exc:
+            logger.exception("payment %s: the provider refused to refund its excess %s", payment, excess)
+            raise RefundFailed(number=payment.order.number, reason=str(exc)[:200]) from exc
+        Payment.objects.filter(pk=payment.pk, amount_refunded__lt=payment.excess).update(amount_refunded=payment.excess)
+    if not Payment.objects.filter(pk=payment.pk, state=Payment.State.REVIEW).update(state=Payment.State.CHARGED):
+        raise PaymentNotInReview(number=payment.order.number, reference=payment.reference)
+    logger.warning("payment %s for order %s: accepted by staff from review", payment, payment.order)
+    return _payment_charged_apply(Payment.objects.select_related("order").get(pk=payment.pk))
+
+
+def payment_review_refund(*, payment: Payment) -> Payment:
+    """Staff refund a charge in ``review`` in full (what is left of it), through its provider. Its order
+    stays unpaid: its buyer may pay again. A provider that fails leaves it ``refunding`` for the settle sweep."""
+    payment = Payment.objects.select_related("order").get(pk=payment.pk)
+    try:
+        claimed = _payment_refund(payment, claim_from=Payment.State.REVIEW)
+    except Exception as exc:
+        logger.exception("payment %s: the provider did not refund it yet; the settle sweep tries again", payment)
+        raise RefundFailed(number=payment.order.number, reason=str(exc)[:200]) from exc
+    if not claimed:
+        raise PaymentNotInReview(number=payment.order.number, reference=payment.reference, state=payment.state)
+    payment.refresh_from_db()
+    return payment
+
+
+def _charge_unacceptable(payment: Payment) -> str:
+    """Why a charge in review cannot pay its order as it is (empty if it can)."""
+    if payment.charged_currency != payment.currency:
+        return f"charged in {payment.charged_currency or 'a currency not said'}, the order is in {payment.currency}"
+    if payment.charged_amount is None:
+        return "the provider did not say the amount it charged"
+    if (held := payment.charged_amount - payment.amount_refunded) < payment.amount:
+        return f"it holds {held}, less than the order's total {payment.amount}"
+    return ""
+
+
 def payment_succeeded(*, payment: Payment, outcome: PaymentOutcome) -> Payment:
     """The provider took the money: apply it (the order turns paid and its stock is committed), or refund
     it if the order definitely cannot be paid. Delivered twice, it applies once.
@@ -108,9 +195,10 @@ def payment_succeeded(*, payment: Payment, outcome: PaymentOutcome) -> Payment:
     sweep catches a charge every retry missed). If the commit's outcome goes unheard, the database
     decides (``payment_settle``), never a guess.
     """
+    charge = {"charged_amount": outcome.amount, "charged_currency": outcome.currency}
     if outcome.amount != payment.amount or outcome.currency != payment.currency:
         if Payment.objects.filter(pk=payment.pk, state__in=[Payment.State.PENDING, Payment.State.FAILED]).update(
-            state=Payment.State.REVIEW, provider_payment=outcome.provider_payment
+            state=Payment.State.REVIEW, provider_payment=outcome.provider_payment, charged_at=Now(), **charge
         ):
             logger.error(
                 "payment %s for order %s: charged %s %s, asked %s %s; neither applied nor refunded, left for staff",
@@ -118,11 +206,16 @@ def payment_succeeded(*, payment: Payment, outcome: PaymentOutcome) -> Payment:
             )  # fmt: skip
         return Payment.objects.get(pk=payment.pk)
     Payment.objects.filter(pk=payment.pk, state__in=[Payment.State.PENDING, Payment.State.FAILED]).update(
-        state=Payment.State.CHARGED, provider_payment=outcome.provider_payment, charged_at=Now()
+        state=Payment.State.CHARGED, provider_payment=outcome.provider_payment, charged_at=Now(), **charge
     )
     payment = Payment.objects.select_related("order").get(pk=payment.pk)
     if payment.state != Payment.State.CHARGED:
         return payment  # applied, refunded or in review already
+    return _payment_charged_apply(payment)
+
+
+def _payment_charged_apply(payment: Payment) -> Payment:
+    """Apply a charge (``charged``) to its order, or refund it if the order definitely cannot be paid."""
     try:
         with stock_section(skus=payment.order.skus):
             _, applied = _payment_apply(payment.order, payment)
@@ -193,19 +286,23 @@ def _payment_apply(order: Order, payment: Payment) -> tuple[Order, bool]:
     if not paid_now:
         raise OrderNotPayable(number=order.number, status=order.status)
     order_stock_commit(order=order)
+    if (told := Payment.objects.get(pk=payment.pk)).amount_refunded > told.excess:
+        # The provider told of a refund (its dashboard) before its success: the order books it now.
+        payment_refunds_record(payment=told, refunded=told.amount_refunded)
     return order, True
 
 
-def _payment_refund(payment: Payment, *, resume: bool = False) -> None:
-    """Refund a charge never applied, through the provider it was made with: claimed ``charged`` ->
-    ``refunding`` first, so one caller asks. ``resume``: finish a refund whose caller stopped midway
-    (the settle sweep); the provider's idempotency key makes a repeated request refund once."""
-    states = [Payment.State.REFUNDING] if resume else [Payment.State.CHARGED]
+def _payment_refund(payment: Payment, *, resume: bool = False, claim_from: str = Payment.State.CHARGED) -> bool:
+    """Refund a charge never applied, through the provider it was made with: claimed ``claim_from`` ->
+    ``refunding`` first, so one caller asks; False if another did. ``resume``: finish a refund whose caller
+    stopped midway (the settle sweep); the provider's idempotency key makes a repeated request refund once."""
+    states = [Payment.State.REFUNDING] if resume else [claim_from]
     if not Payment.objects.filter(pk=payment.pk, state__in=states).update(state=Payment.State.REFUNDING):
-        return
+        return False
     provider_for(payment.provider).refund(payment=payment)
     if _payment_refunded(payment, refunded=None):
         logger.warning("payment %s for order %s refunded: it was not applied", payment.reference, payment.order)
+    return True
 
 
 def _payment_refunded(payment: Payment, *, refunded: Decimal | None) -> bool:
@@ -216,10 +313,11 @@ def _payment_refunded(payment: Payment, *, refunded: Decimal | None) -> bool:
         if order.payment_reference == payment.reference:
             payment_refunds_record(payment=payment, refunded=refunded)
             return False
-        total = payment.amount if refunded is None else min(refunded, payment.amount)
+        charge = Payment.objects.get(pk=payment.pk).charge  # what it took, which may differ from what was asked
+        total = charge if refunded is None else min(refunded, charge)
         Payment.objects.filter(pk=payment.pk, amount_refunded__lt=total).update(amount_refunded=total)
-        if total < payment.amount:
-            logger.warning("payment %s for order %s: %s of %s refunded", payment, payment.order, total, payment.amount)
+        if total < charge:
+            logger.warning("payment %s for order %s: %s of %s refunded", payment, payment.order, total, charge)
             return False
         Payment.objects.filter(pk=payment.pk).exclude(state=Payment.State.REFUNDED).update(state=Payment.State.REFUNDED)
     return True

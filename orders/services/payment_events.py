@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from orders.models import Payment, PaymentEvent
-from orders.payments import Outcome, PaymentOutcome, provider_for
+from orders.payments import EventUnreadable, Outcome, PaymentOutcome, provider_for
 from orders.selectors import payment_find_for_outcome
 from orders.services.paying import payment_closed, payment_failed, payment_refund_confirmed, payment_succeeded
 
@@ -47,11 +47,18 @@ def payment_event_process(*, event: PaymentEvent) -> None:
 
     An event about no payment is acknowledged and ignored. One that names a payment we cannot find yet
     (a refund that overtook its success) is kept for the sweep, which tries it again until it is
-    PAYMENT_EVENT_MATCH_SECONDS old. A busy or unreachable stock lock raises: the task retries.
+    PAYMENT_EVENT_MATCH_SECONDS old. One that cannot be read (``EventUnreadable``), or a refunded amount in
+    another currency than the one charged, is logged at ERROR and kept unprocessed for staff, never taken
+    as saying nothing: the provider's next refund event tells its total again. A busy or unreachable stock
+    lock raises: the task retries.
     """
     if event.processed_at is not None:
         return
-    outcome = provider_for(event.provider).event_outcome(event.payload)
+    try:
+        outcome = provider_for(event.provider).event_outcome(event.payload)
+    except EventUnreadable as unreadable:
+        _event_keep(event, unreadable)
+        return
     if outcome is None:
         logger.debug("payment event %s: type %s ignored", event.event_id, event.type)
     elif (payment := payment_find_for_outcome(provider=event.provider, outcome=outcome)) is None:
@@ -60,10 +67,23 @@ def payment_event_process(*, event: PaymentEvent) -> None:
             PaymentEvent.objects.filter(pk=event.pk).update(updated_at=timezone.now())  # the sweep tries others first
             return
         logger.warning("payment event %s (%s) names no payment of ours: ignored", event.event_id, event.type)
+    elif outcome.kind == Outcome.REFUNDED and outcome.refunded is not None and outcome.currency != _charged_in(payment):
+        _event_keep(event, f"refunded {outcome.refunded} {outcome.currency} of a charge in {_charged_in(payment)}")
+        return
     else:
         _HANDLERS[outcome.kind](payment, outcome)
         logger.info("payment event %s (%s) applied to payment %s", event.event_id, event.type, payment)
     PaymentEvent.objects.filter(pk=event.pk, processed_at=None).update(processed_at=timezone.now())
+
+
+def _charged_in(payment: Payment) -> str:
+    return payment.charged_currency or payment.currency
+
+
+def _event_keep(event: PaymentEvent, why) -> None:
+    """Leave an event the shop cannot apply unprocessed, for staff (the sweep tries it again, others first)."""
+    logger.error("payment event %s (%s) not applied: %s; kept unprocessed for staff", event.event_id, event.type, why)
+    PaymentEvent.objects.filter(pk=event.pk).update(updated_at=timezone.now())
 
 
 def payment_event_list_process(*, older_than: timedelta) -> int:

@@ -40,6 +40,7 @@ from orders.pricing import OrderPrice, order_price
 from orders.selectors import order_count_open_guest, order_list_overdue_holding, order_units_held
 from orders.services.lifecycle import order_list_expire
 from orders.services.limits import order_lines_check_limits
+from orders.services.paying import order_complete_free
 from orders.services.quoting import order_addresses_check
 from shipping.selectors import shipping_methods_from_rows, shipping_methods_statement
 from shop.models import ProductVariant
@@ -286,7 +287,7 @@ def order_place(
                 if existing := _order_replay(
                     scope=request.scope, idempotency_key=request.idempotency_key, fingerprint=request.fingerprint
                 ):
-                    return existing
+                    return order_complete_free(order=existing)
             except IdempotencyConflict:
                 # The key now names another order (a request after ours in the same batch, say): ours
                 # was not placed, and a shortage is the answer it had.
@@ -296,9 +297,9 @@ def order_place(
             if not is_duplicate_key(exc) or attempt == PLACE_ATTEMPTS:
                 raise
             logger.warning("order placement hit a duplicate key (a lost lock?); trying again: %s", exc)
-    if placed.replayed:
-        return Order.all_objects.get(number=placed.number)
-    return _order_from_placed(request, placed)
+    if placed.replayed:  # a free order is paid at once, also if its first placing stopped before
+        return order_complete_free(order=Order.all_objects.get(number=placed.number))
+    return order_complete_free(order=_order_from_placed(request, placed))
 
 
 def _order_from_placed(request: "_PlaceRequest", placed: "_Placed") -> Order:

@@ -102,6 +102,7 @@ def refund_complete(refund: Refund) -> bool:
         if refund.restock:
             for line in refund.lines.select_related("order_line__variant"):
                 _units_restock(line.order_line, line.quantity, actor=refund.requested_by)
+        _payment_counts_ours(order.pk, refund.payment_id)
         _order_refunded_if_paid_back(order.pk, refund.payment_id)
     logger.info(
         "order %s: refund %s of %s done%s",
@@ -130,42 +131,52 @@ def refund_list_settle(*, older_than: timedelta) -> int:
 def payment_refunds_record(*, payment: Payment, refunded: Decimal | None) -> None:
     """The provider says ``refunded`` of the payment that paid its order is back so far (None: all of it).
 
-    Recorded on the payment. What goes beyond every refund of ours was refunded at the provider: it is
-    recorded as a refund of its own (of every line left, and the order refunded, when it is the rest).
+    Recorded on the payment (never more than it charged, never less than it said before). What goes beyond
+    every refund of ours was refunded at the provider: it is recorded as a refund of its own
+    (``_provider_refunds_book``).
     """
-    total = payment.amount if refunded is None else min(refunded, payment.amount)
     with stock_section(skus=payment.order.skus):
         order = Order.all_objects.select_for_update().get(pk=payment.order_id)
+        payment = Payment.objects.get(pk=payment.pk)
+        total = payment.charge if refunded is None else min(refunded, payment.charge)
         Payment.objects.filter(pk=payment.pk, amount_refunded__lt=total).update(amount_refunded=total)
-        ours = Refund.objects.filter(payment=payment).exclude(state=Refund.State.FAILED).aggregate(sum=Sum("amount"))
-        beyond = total - (ours["sum"] or 0)
-        left = order.total - order.amount_refunded
-        if beyond <= 0 or left <= 0:
-            return
-        amount = min(beyond, left)
-        lines = list(order.lines.select_related("variant").order_by("pk"))
-        rest = amount == left
-        refund = _claim_locked(
-            order,
-            payment,
-            wanted={
-                line.variant.sku: line.quantity_left_to_refund
-                for line in lines
-                if rest and line.quantity_left_to_refund
-            },
-            lines={line.variant.sku: line for line in lines},
-            with_shipping=rest and _shipping_left(order) > 0,
-            amount=amount,
-            restock=False,
-            actor=None,
-            source=Refund.Source.PROVIDER,
-            state=Refund.State.SUCCEEDED,
-        )
+        _provider_refunds_book(order, payment)
         _order_refunded_if_paid_back(order.pk, payment.pk)
+
+
+def _provider_refunds_book(order: Order, payment: Payment) -> Refund | None:
+    """Record what the provider says it refunded of the order's money beyond every refund of ours (done or
+    under way) as a refund of its own: of every line left, and the order refunded, when it is the rest.
+    The order's row is locked. Also after a refund of ours was refused, so the provider's word stands."""
+    order = Order.all_objects.get(pk=order.pk)
+    refunded = Payment.objects.get(pk=payment.pk).amount_refunded - payment.excess
+    ours = Refund.objects.filter(payment=payment).exclude(state=Refund.State.FAILED).aggregate(sum=Sum("amount"))
+    beyond = refunded - (ours["sum"] or 0)
+    left = order.total - order.amount_refunded
+    if beyond <= 0 or left <= 0:
+        return None
+    amount = min(beyond, left)
+    lines = list(order.lines.select_related("variant").order_by("pk"))
+    rest = amount == left
+    refund = _claim_locked(
+        order,
+        payment,
+        wanted={
+            line.variant.sku: line.quantity_left_to_refund for line in lines if rest and line.quantity_left_to_refund
+        },
+        lines={line.variant.sku: line for line in lines},
+        with_shipping=rest and _shipping_left(order) > 0,
+        amount=amount,
+        restock=False,
+        actor=None,
+        source=Refund.Source.PROVIDER,
+        state=Refund.State.SUCCEEDED,
+    )
     logger.warning(
         "order %s: %s refunded at the provider (refund %s), not by the shop%s",
         order, amount, refund.pk, "; the order is refunded in full" if rest else "",
     )  # fmt: skip
+    return refund
 
 
 def refund_claim(
@@ -259,8 +270,9 @@ def _claim_locked(order, payment, *, wanted, lines, with_shipping, amount, resto
 
 
 def _refund_fail(refund: Refund) -> None:
-    """The provider refused: the refund failed and its claim on the lines and the order is given back."""
-    with transaction.atomic():
+    """The provider refused: the refund failed and its claim on the lines and the order is given back. What
+    the provider said it refunded meanwhile (its dashboard) and the claim covered is then booked on its own."""
+    with stock_section(skus=refund.order.skus):
         Order.all_objects.select_for_update().filter(pk=refund.order_id).first()
         if not Refund.objects.filter(pk=refund.pk, state=Refund.State.REQUESTED).update(state=Refund.State.FAILED):
             return
@@ -272,6 +284,18 @@ def _refund_fail(refund: Refund) -> None:
         if refund.shipping > 0:
             given_back["shipping_refunded"] = False
         Order.all_objects.filter(pk=refund.order_id).update(**given_back)
+        _provider_refunds_book(refund.order, refund.payment)
+        _order_refunded_if_paid_back(refund.order_id, refund.payment_id)
+
+
+def _payment_counts_ours(order_id: int, payment_id: int) -> None:
+    """The provider answered a refund of ours: the payment counts every refund of ours done (and the excess
+    refunded when its charge was accepted), whether or not the provider's webhook has told it yet."""
+    Order.all_objects.select_for_update().filter(pk=order_id).first()  # the order's row before the payment's
+    payment = Payment.objects.get(pk=payment_id)
+    done = Refund.objects.filter(payment=payment, state=Refund.State.SUCCEEDED).aggregate(sum=Sum("amount"))
+    counted = (done["sum"] or 0) + payment.excess
+    Payment.objects.filter(pk=payment_id, amount_refunded__lt=counted).update(amount_refunded=counted)
 
 
 def _order_refunded_if_paid_back(order_id: int, payment_id: int) -> None:

@@ -14,6 +14,7 @@ from orders.selectors import (
     order_list_deleted_holding_stock,
     order_list_refund_drift,
     order_list_stuck_holding_stock,
+    payment_list_refund_drift,
 )
 from orders.services import order_reservations_settle
 from orders.services.reconciling import reconcile_passed, reconcile_since
@@ -129,10 +130,15 @@ class Command(BaseCommand):
         return drifted
 
     def check_refunds(self) -> bool:
-        """Whether any order's refunded amount, or line's refunded units, differ from its refunds; each printed
-        and logged."""
+        """Whether any order's refunded amount, or line's refunded units, differ from its refunds, or a payment's
+        refunds as its provider tells them from the order's; each printed and logged."""
         started = db_now()
-        orders, lines = order_list_refund_drift(since=self.since("refunds"))
+        since = self.since("refunds")
+        orders, lines = order_list_refund_drift(since=since)
+        payments = payment_list_refund_drift(since=since)  # the provider's word against the order's refunds
+        for row in payments:
+            self.stdout.write(self.style.ERROR(f"DRIFT {row.describe()}"))
+            logger.error("refund drift: %s", row.describe())
         for order in orders:
             self.stdout.write(
                 self.style.ERROR(
@@ -155,9 +161,12 @@ class Command(BaseCommand):
             logger.error("refund drift: order %s line %s", line.order.number, line.variant.sku)
         summary = f"Refunds: {len(orders)} order(s) and {len(lines)} line(s) drifted."
         self.stdout.write(self.style.ERROR(summary) if orders or lines else self.style.SUCCESS(summary))
-        if not (orders or lines):
+        summary = f"Payments: {len(payments)} refunded otherwise than their orders book."
+        self.stdout.write(self.style.ERROR(summary) if payments else self.style.SUCCESS(summary))
+        drifted = bool(orders or lines or payments)
+        if not drifted:
             reconcile_passed(check="refunds", started=started)
-        return bool(orders or lines)
+        return drifted
 
     def repair(self, drifted, orders):
         with tqdm(total=len(drifted) + len(orders), unit="fix", disable=len(drifted) + len(orders) < 20) as bar:
