@@ -16,6 +16,7 @@ from treebeard.forms import movenodeform_factory
 from core.admin import SoftDeleteAdmin
 from shop.images import product_image_check, product_image_thumbnail_make
 from shop.models import Category, Option, OptionValue, Product, ProductImage, ProductVariant, sku_normalise
+from shop.services import option_values_place
 
 admin.site.site_header = "Shop administration"
 admin.site.site_title = "Shop admin"
@@ -136,8 +137,18 @@ class CategoryAdmin(TreeAdmin):
     search_fields = ["name"]
 
 
+class OptionValueForm(forms.ModelForm):
+    # Left empty, a new value goes after the others (shop.services.option_values_place).
+    position = forms.IntegerField(required=False, min_value=0, max_value=32767, help_text="Empty: after the others.")
+
+    class Meta:
+        model = OptionValue
+        fields = ["value", "position"]
+
+
 class OptionValueInline(admin.TabularInline):
     model = OptionValue
+    form = OptionValueForm
     fields = ["value", "position"]
     extra = 3
 
@@ -150,6 +161,17 @@ class OptionAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).prefetch_related("values")
+
+    def save_formset(self, request, form, formset, change):
+        if formset.model is OptionValue:
+            values = formset.save(commit=False)
+            option_values_place(option=form.instance, values=values)
+            for value in values:
+                value.save()
+            for value in formset.deleted_objects:
+                value.delete()
+            return
+        super().save_formset(request, form, formset, change)
 
     @admin.display(description="values")
     def values_shown(self, option):

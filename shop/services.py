@@ -1,15 +1,16 @@
-"""Changing the catalog: a variant's terms of sale, a product's images."""
+"""Changing the catalog: a variant's terms of sale, a product's images, the order of an option's values."""
 
 from datetime import datetime
 from decimal import Decimal
 
 from django.core.exceptions import ValidationError
 from django.core.files import File
+from django.db.models import Max
 from django.utils import timezone
 
 from core.errors import InvalidInput
 from shop.images import product_image_check, product_image_thumbnail_make
-from shop.models import Product, ProductImage, ProductVariant
+from shop.models import Option, OptionValue, Product, ProductImage, ProductVariant
 
 _UNSET = object()
 
@@ -65,3 +66,14 @@ def product_image_add(
     image.image.save(file.name.rsplit("/", 1)[-1], file, save=True)
     product_image_thumbnail_make(image)
     return image
+
+
+def option_values_place(*, option: Option, values: list[OptionValue]) -> None:
+    """Give each of ``option``'s ``values`` that has no position (a new one, say) the next one after its
+    last value, in turn: sizes entered S, M, L are shown S, M, L, not sorted by name as equals at 0.
+    Unsaved; the caller saves them."""
+    last = OptionValue.objects.filter(option=option).aggregate(last=Max("position"))["last"] if option.pk else None
+    following = 0 if last is None else last + 1
+    for value in values:
+        if value.position is None:
+            value.position, following = following, following + 1
