@@ -1,5 +1,6 @@
 """A customer's address book: addresses kept for checkout, with a default for shipping and one for billing."""
 
+from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from core.errors import InvalidInput
@@ -15,8 +16,8 @@ def address_book_add(*, user, address: dict, default_shipping: bool = False, def
     book. The first entry is the default for both; ``InvalidInput`` once the book is full."""
     address = address_clean(address)
     with transaction.atomic():
-        entries = AddressBookEntry.objects.select_for_update().filter(user=user)
-        count = entries.count()
+        _book_lock(user_id=user.pk)
+        count = AddressBookEntry.objects.filter(user=user).count()
         if count >= ADDRESS_BOOK_MAX_ENTRIES:
             raise InvalidInput(fields={"": f"An address book keeps at most {ADDRESS_BOOK_MAX_ENTRIES} addresses."})
         entry = AddressBookEntry.objects.create(user=user, address=address)
@@ -35,7 +36,7 @@ def address_book_update(
     """Change an entry's address (checked), and make it a default; a default is never unset, only moved."""
     cleaned = address_clean(address) if address is not None else None
     with transaction.atomic():
-        AddressBookEntry.objects.select_for_update().filter(user_id=entry.user_id).exists()
+        _book_lock(user_id=entry.user_id)
         if cleaned is not None:
             AddressBookEntry.objects.filter(pk=entry.pk).update(address=cleaned)
         _defaults_set(entry, shipping=default_shipping, billing=default_billing)
@@ -46,7 +47,7 @@ def address_book_update(
 def address_book_remove(*, entry: AddressBookEntry) -> None:
     """Delete an entry; a default it was moves to the oldest entry left."""
     with transaction.atomic():
-        AddressBookEntry.objects.select_for_update().filter(user_id=entry.user_id).exists()
+        _book_lock(user_id=entry.user_id)
         AddressBookEntry.all_objects.filter(pk=entry.pk).hard_delete()
         left = AddressBookEntry.objects.filter(user_id=entry.user_id).order_by("pk").first()
         if left is not None:
@@ -57,9 +58,18 @@ def address_book_remove(*, entry: AddressBookEntry) -> None:
             )
 
 
+def _book_lock(*, user_id: int) -> None:
+    """Lock the user's row: every change to one book waits for the one before it.
+
+    Locking the book's own entries is not enough: an empty book has none, so two first addresses
+    added at once both counted none, both became the default and deadlocked on each other's insert.
+    """
+    list(get_user_model().objects.select_for_update().filter(pk=user_id).values_list("pk"))
+
+
 def _defaults_set(entry: AddressBookEntry, *, shipping: bool, billing: bool) -> None:
     """Make ``entry`` the user's default for shipping and/or billing, the others no longer; the caller holds
-    the user's entries locked (``SELECT ... FOR UPDATE``), so two changes never leave two defaults."""
+    the book locked (``_book_lock``), so two changes never leave two defaults."""
     others = AddressBookEntry.objects.filter(user_id=entry.user_id).exclude(pk=entry.pk)
     if shipping:
         others.filter(is_default_shipping=True).update(is_default_shipping=False)
