@@ -6,6 +6,7 @@ it); its initial stock arrives through the stock service, so the ledger has it.
 
 import itertools
 import secrets
+from collections import Counter
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -81,6 +82,8 @@ DEMO_STAFF_USERNAME = "staff"
 
 @dataclass
 class DemoSeed:
+    products_created: int
+    products_existing: int
     variants_created: int
     variants_existing: int
     staff_username: str
@@ -176,10 +179,12 @@ def demo_catalog_seed(*, staff_password: str | None = None) -> DemoSeed:
     products keep their stock, and zones and rates that exist are left as staff set them."""
     tax_classes = _demo_shipping_and_tax_seed()
     categories = _demo_categories_seed()
-    created = existing = 0
+    products, variants = Counter(), Counter()  # "created" and "existing" of each
     for sku, name, description, price, stock, limit, weight, tax_class in DEMO_PRODUCTS:
-        if ProductVariant.all_objects.filter(sku=sku).exists():
-            existing += 1
+        made = "existing" if ProductVariant.all_objects.filter(sku=sku).exists() else "created"
+        products[made] += 1
+        variants[made] += 1
+        if made == "existing":
             continue
         variant = variant_create(
             sku=sku,
@@ -194,23 +199,23 @@ def demo_catalog_seed(*, staff_password: str | None = None) -> DemoSeed:
         )
         Product.objects.filter(pk=variant.product_id).update(category=categories[DEMO_CATEGORY_OF[sku]])
         _demo_picture_add(variant.product, DEMO_PICTURE_OF[sku], name)
-        created += 1
     for name, description, category, price, option_name, values, pictures in DEMO_PRODUCTS_WITH_VARIANTS:
-        if Product.all_objects.filter(name=name).exists():
-            existing += len(values)
+        made = "existing" if Product.all_objects.filter(name=name).exists() else "created"
+        products[made] += 1
+        variants[made] += len(values)
+        if made == "existing":
             continue
         product = Product.objects.create(name=name, description=description, category=categories[category])
         option, _ = Option.objects.get_or_create(name=option_name)
-        made = {}
+        made_of = {}
         for position, (value, stock) in enumerate(values):
             option_value, _ = OptionValue.objects.get_or_create(
                 option=option, value=value, defaults={"position": position}
             )
-            [made[value]] = product_variants_generate(product=product, values=[option_value], price=Decimal(price),
-                                                      initial_stock=stock)  # fmt: skip
+            [made_of[value]] = product_variants_generate(product=product, values=[option_value], price=Decimal(price),
+                                                         initial_stock=stock)  # fmt: skip
         for position, (picture, alt, value) in enumerate(pictures):
-            _demo_picture_add(product, picture, alt, variant=made.get(value), position=position)
-        created += len(values)
+            _demo_picture_add(product, picture, alt, variant=made_of.get(value), position=position)
 
     user_model = get_user_model()
     staff = user_model.objects.filter(username=DEMO_STAFF_USERNAME).first()
@@ -230,7 +235,14 @@ def demo_catalog_seed(*, staff_password: str | None = None) -> DemoSeed:
             content_type__app_label__in=["shop", "inventory", "orders", "shipping", "tax", "vouchers", "accounts"]
         )
     )
-    return DemoSeed(created, existing, DEMO_STAFF_USERNAME, password)
+    return DemoSeed(
+        products["created"],
+        products["existing"],
+        variants["created"],
+        variants["existing"],
+        DEMO_STAFF_USERNAME,
+        password,
+    )
 
 
 def _demo_categories_seed() -> dict[str, Category]:

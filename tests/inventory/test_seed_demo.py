@@ -28,8 +28,11 @@ def test_seed_demo_is_idempotent_and_prints_a_generated_password(monkeypatch):
 
     second = run("seed_demo")
 
-    assert "15 created" in first and "Staff user: staff / password: " in first
-    assert "0 created, 15 already there" in second and "password unchanged" in second
+    # 11 products, the sneaker in four sizes and the hoodie in two colours: 15 variants.
+    assert Product.objects.count() == 11 and ProductVariant.objects.count() == 15
+    assert "Products: 11 created, 0 already there; variants: 15 created, 0 already there." in first
+    assert "Products: 0 created, 11 already there; variants: 0 created, 15 already there." in second
+    assert "Staff user: staff / password: " in first and "password unchanged" in second
     assert "Vouchers: 2 created" in first and "Vouchers: 0 created" in second
     assert set(Voucher.objects.values_list("code", flat=True)) == {"DROP10", "SHIPFREE"}
     assert ShippingZone.objects.count() == 3 and TaxRate.objects.count() == 10  # not made twice

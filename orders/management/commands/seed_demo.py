@@ -17,7 +17,10 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         seed = demo_catalog_seed(staff_password=os.environ.get("DEMO_STAFF_PASSWORD") or None)
         self.stdout.write(
-            self.style.SUCCESS(f"Products: {seed.variants_created} created, {seed.variants_existing} already there.")
+            self.style.SUCCESS(
+                f"Products: {seed.products_created} created, {seed.products_existing} already there; "
+                f"variants: {seed.variants_created} created, {seed.variants_existing} already there."
+            )
         )
         self.stdout.write(f"Vouchers: {voucher_demo_seed()} created (DROP10: 10% off, SHIPFREE: free shipping).")
         if seed.staff_password and not os.environ.get("DEMO_STAFF_PASSWORD"):
