@@ -14,8 +14,14 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.forms import ResetForm, reset_link_options
-from accounts.services import account_signup, account_verification_resend, account_verify
+from accounts.services import (
+    Email,
+    account_email_request,
+    account_signup,
+    account_verification_check,
+    account_verify,
+    account_verify_by_reset,
+)
 from core.api import ErrorSerializer, StrictCharField
 from core.errors import InvalidInput
 from core.throttling import LoginThrottle
@@ -27,6 +33,10 @@ THROTTLED = OpenApiResponse(
     ErrorSerializer, description="throttled: too many attempts from this address or for this name"
 )
 SENT = OpenApiResponse(description="Accepted, no body: an email is on its way if the address has an account for it")
+SIGNED_UP = OpenApiResponse(
+    description="Accepted, no body, whether the email has an account or not: a new account's link is on its way, "
+    "or the address's owner is told that someone tried (and how to log in or choose a password)"
+)
 
 
 def _attempt(request, name: str) -> LoginThrottle:
@@ -63,12 +73,13 @@ class SignupApi(APIView):
     @extend_schema(
         operation_id="accounts_signup",
         request=SignupInputSerializer,
-        description="Create an account; it logs in once the link emailed to it is followed (or its token "
-        "sent to accounts/verify/).",
+        description="Create an account; it logs in once the link emailed to it is followed with its password "
+        "(or its token and password sent to accounts/verify/). The same answer whether the email has an "
+        "account: its owner is emailed instead.",
         responses={
-            201: AccountOutputSerializer,
+            202: SIGNED_UP,
             400: OpenApiResponse(ErrorSerializer, description="invalid_input (fields), malformed_json"),
-            409: OpenApiResponse(ErrorSerializer, description="username_taken, email_taken"),
+            409: OpenApiResponse(ErrorSerializer, description="username_taken"),
             429: THROTTLED,
         },
     )
@@ -76,8 +87,8 @@ class SignupApi(APIView):
         data = self.SignupInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         _attempt(request, data.validated_data["email"])
-        account = account_signup(**data.validated_data)
-        return Response(_account_output(account.user), status=status.HTTP_201_CREATED)
+        account_signup(**data.validated_data)
+        return Response(status=status.HTTP_202_ACCEPTED)
 
 
 class VerifyApi(APIView):
@@ -86,16 +97,23 @@ class VerifyApi(APIView):
 
     class VerifyInputSerializer(serializers.Serializer):
         token = StrictCharField(max_length=500, help_text="The token of the emailed link: /accounts/verify/<token>/")
+        password = StrictCharField(max_length=128, trim_whitespace=False, help_text="The password chosen at sign-up.")
 
     @extend_schema(
         operation_id="accounts_verify",
         request=VerifyInputSerializer,
-        description="Prove the email: the account may log in, and the guest orders placed with that email "
-        "become its orders. Again: the same answer.",
+        description="Prove the email with the link's token and the account's password: the account may log "
+        "in, and the guest orders placed with that email become its orders. Once; never after the password "
+        "changed. Whoever holds the mailbox but not the password resets the password instead (that verifies).",
         responses={
             200: AccountOutputSerializer,
-            400: OpenApiResponse(ErrorSerializer, description="verification_invalid, invalid_input, malformed_json"),
-            410: OpenApiResponse(ErrorSerializer, description="verification_expired: ask for a new link"),
+            400: OpenApiResponse(
+                ErrorSerializer,
+                description="verification_invalid; invalid_input (fields.password: not the account's), malformed_json",
+            ),
+            410: OpenApiResponse(
+                ErrorSerializer, description="verification_expired: ask for a new link; verification_used: log in"
+            ),
             429: THROTTLED,
         },
     )
@@ -103,8 +121,11 @@ class VerifyApi(APIView):
         data = self.VerifyInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         throttle = _attempt(request, "")
-        account = account_verify(token=data.validated_data["token"])
-        throttle.give_back()  # a link that works is not a guess
+        account = account_verification_check(token=data.validated_data["token"])
+        throttle.give_back()  # counted again against the account: the password is the guess now
+        throttle = _attempt(request, account.user.username)
+        account = account_verify(token=data.validated_data["token"], password=data.validated_data["password"])
+        throttle.give_back()  # a link and password that work are not a guess
         return Response(_account_output(account.user))
 
 
@@ -127,7 +148,7 @@ class VerifyResendApi(APIView):
         data = EmailInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         _attempt(request, data.validated_data["email"])
-        account_verification_resend(email=data.validated_data["email"])
+        account_email_request(kind=Email.VERIFY_AGAIN, email=data.validated_data["email"])
         return Response(status=status.HTTP_202_ACCEPTED)
 
 
@@ -138,17 +159,16 @@ class PasswordResetApi(APIView):
     @extend_schema(
         operation_id="accounts_password_reset",
         request=EmailInputSerializer,
-        description="Email a link to choose a new password, if the address has an active account (the answer "
-        "is the same either way). Its uid and token go to accounts/password-reset/confirm/.",
+        description="Email a link to choose a new password, if the address has an account (the answer is the "
+        "same either way). Its uid and token go to accounts/password-reset/confirm/; for an account waiting "
+        "to prove its email, choosing the password proves it.",
         responses={202: SENT, 400: OpenApiResponse(ErrorSerializer, description="invalid_input"), 429: THROTTLED},
     )
     def post(self, request):
         data = EmailInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         _attempt(request, data.validated_data["email"])
-        form = ResetForm(data={"email": data.validated_data["email"]})
-        if form.is_valid():
-            form.save(request=request, **reset_link_options())
+        account_email_request(kind=Email.RESET, email=data.validated_data["email"])
         return Response(status=status.HTTP_202_ACCEPTED)
 
 
@@ -165,7 +185,8 @@ class PasswordResetConfirmApi(APIView):
         operation_id="accounts_password_reset_confirm",
         request=ResetConfirmInputSerializer,
         description="Set a new password with the uid and token of a reset link (Django's, valid for "
-        "PASSWORD_RESET_TIMEOUT; once). The account's API tokens stop working.",
+        "PASSWORD_RESET_TIMEOUT; once). The account's API tokens stop working; an account waiting to prove "
+        "its email is verified (the link proved it).",
         responses={
             200: AccountOutputSerializer,
             400: OpenApiResponse(
@@ -193,6 +214,7 @@ class PasswordResetConfirmApi(APIView):
         if not form.is_valid():
             raise InvalidInput(fields={"new_password": " ".join(form.errors.get("new_password2", []))})
         form.save()
+        account_verify_by_reset(user=user)
         return Response(_account_output(user))
 
 

@@ -1,9 +1,12 @@
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 
+from accounts.selectors import user_for_login
+
 
 class EmailOrUsernameBackend(ModelBackend):
-    """Log in with the username or the email (letter case aside, as one account per email is kept).
+    """Log in with the username or the email, resolved by ``user_for_login`` (the login throttle counts
+    each attempt against the same account, ``core.throttling``).
 
     An email that two users share (made outside sign-up, say by staff) logs neither in by email: the
     username still works. As Django's own backend, it runs the password hasher for an unknown name too,
@@ -11,12 +14,17 @@ class EmailOrUsernameBackend(ModelBackend):
     """
 
     def authenticate(self, request, username=None, password=None, **kwargs):
-        if username is None or password is None or "@" not in username:
+        if username is None or password is None:
             return super().authenticate(request, username=username, password=password, **kwargs)
-        users = list(get_user_model()._default_manager.filter(email__iexact=username.strip())[:2])
-        if len(users) != 1:
-            return super().authenticate(request, username=username, password=password, **kwargs)
-        user = users[0]
+        user = self.user_for_login(username)
+        if user is None:
+            get_user_model()().set_password(password)
+            return None
         if user.check_password(password) and self.user_can_authenticate(user):
             return user
         return None
+
+    @staticmethod
+    def user_for_login(name):
+        """The user ``name`` logs in as (or None): what ``core.throttling`` counts attempts against."""
+        return user_for_login(name)

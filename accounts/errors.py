@@ -1,12 +1,6 @@
 from http import HTTPStatus
 
-from core.errors import DomainError
-
-
-class EmailTaken(DomainError):
-    code = "email_taken"
-    status_code = HTTPStatus.CONFLICT
-    default_detail = "An account with this email exists already: log in, or reset its password."
+from core.errors import DomainError, InvalidInput
 
 
 class UsernameTaken(DomainError):
@@ -26,3 +20,20 @@ class VerificationLinkExpired(DomainError):
     code = "verification_expired"
     status_code = HTTPStatus.GONE
     default_detail = "This verification link has expired. Ask for a new one."
+
+
+class VerificationLinkUsed(DomainError):
+    """The account was verified with it already, or its password changed since it was sent."""
+
+    code = "verification_used"
+    status_code = HTTPStatus.GONE
+    default_detail = "This verification link was used, or the password changed since: log in, or reset the password."
+
+
+class VerificationPasswordWrong(InvalidInput):
+    """The link is good but the password is not the account's: only the one who chose it verifies with it."""
+
+    default_detail = "That is not the password chosen at sign-up. Forgot it, or not yours? Reset the password."
+
+    def __init__(self):
+        super().__init__(fields={"password": self.default_detail})

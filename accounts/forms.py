@@ -1,15 +1,10 @@
-import logging
-from urllib.parse import urlsplit
-
 from django import forms
-from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import AuthenticationForm, PasswordResetForm
 from django.core.exceptions import ValidationError
 
 from accounts.models import Account
-
-logger = logging.getLogger(__name__)
+from accounts.selectors import user_for_login
+from accounts.services import Email, account_email_request
 
 
 class LoginForm(AuthenticationForm):
@@ -31,13 +26,12 @@ class LoginForm(AuthenticationForm):
             raise
 
     def _unverified_with_this_password(self) -> bool:
-        name, password = self.cleaned_data.get("username", ""), self.cleaned_data.get("password", "")
-        users = get_user_model()._default_manager.filter(is_active=False)
-        user = (users.filter(email__iexact=name) if "@" in name else users.filter(username=name)).first()
+        user = user_for_login(self.cleaned_data.get("username", ""))
         return (
             user is not None
+            and not user.is_active
             and Account.objects.filter(user=user, email_verified_at=None).exists()
-            and user.check_password(password)
+            and user.check_password(self.cleaned_data.get("password", ""))
         )
 
 
@@ -58,18 +52,13 @@ class ResendForm(forms.Form):
     email = forms.EmailField(max_length=254)
 
 
+class VerifyForm(forms.Form):
+    password = forms.CharField(label="Your password", widget=forms.PasswordInput, strip=False)
+
+
 class ResetForm(PasswordResetForm):
-    """Django's password reset request; a mail server that refuses is logged, and the page says the same
-    as ever (a link is on its way if the address has an account), so the buyer may ask again."""
+    """Django's password reset request, handed to the worker (``accounts.emails``): the page answers at
+    once and alike, whoever has the address; the worker finds the account and sends the link."""
 
-    def send_mail(self, *args, **kwargs):
-        try:
-            super().send_mail(*args, **kwargs)
-        except Exception:
-            logger.exception("a password reset email could not be sent")
-
-
-def reset_link_options() -> dict:
-    """Where reset links point: the shop's public address (``SHOP_URL``), whatever host the request named."""
-    shop = urlsplit(settings.SHOP_URL)
-    return {"domain_override": shop.netloc, "use_https": shop.scheme == "https"}
+    def save(self, *args, **kwargs):
+        account_email_request(kind=Email.RESET, email=self.cleaned_data["email"])

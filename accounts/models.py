@@ -1,6 +1,7 @@
 from django.conf import settings
 from django.db import models
 
+from core.collation import ExactEmailField
 from core.models import BaseModel
 
 
@@ -12,8 +13,9 @@ class Account(BaseModel):
     """
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="account")
-    # Lower case: one account per mailbox, whatever its letter case (a UNIQUE index decides races).
-    email = models.EmailField(unique=True)
+    # In ``email_address``'s spelling, compared exactly: one account per mailbox whatever its letter case,
+    # and a look-alike (``exämple.com``) is another mailbox. The UNIQUE index decides races.
+    email = ExactEmailField(unique=True)
     email_verified_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self):

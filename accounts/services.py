@@ -1,124 +1,196 @@
-"""Customer accounts: sign-up, proving the email (a signed link that expires), and what a proven email
-brings: the account can log in, and the guest orders placed with that email become its orders."""
+"""Customer accounts: sign-up, proving the email, and what a proven email brings: the account can log
+in, and the guest orders placed with that email become its orders.
+
+Whoever proves the email also holds the password (docs/design.md#accounts): a verification link is
+followed by the password chosen at sign-up, or the mailbox holder chooses one through a password reset,
+which proves the email as well. So an account someone else signed up with your address never becomes
+theirs to log in to, and its password is yours once you take it. A link verifies once, and no longer
+once the password changed. Sign-up answers the same whether the email has an account; the emails go
+from the worker (``accounts.tasks``), so no answer tells or takes longer for who has an account.
+"""
 
 import logging
+from datetime import timedelta
 
+from celery import current_app
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import make_password
 from django.contrib.auth.password_validation import validate_password
 from django.core import signing
 from django.core.exceptions import ValidationError
-from django.core.mail import EmailMultiAlternatives
 from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
-from django.template.loader import render_to_string
-from django.urls import reverse
+from django.db.models import ProtectedError
 from django.utils import timezone
+from django.utils.crypto import constant_time_compare, salted_hmac
 
-from accounts.errors import EmailTaken, UsernameTaken, VerificationLinkExpired, VerificationLinkInvalid
+from accounts.errors import (
+    UsernameTaken,
+    VerificationLinkExpired,
+    VerificationLinkInvalid,
+    VerificationLinkUsed,
+    VerificationPasswordWrong,
+)
 from accounts.models import Account
+from accounts.selectors import user_by_email
 from core.errors import InvalidInput
+from orders.customers import email_address
 from orders.services import order_list_claim
 
 logger = logging.getLogger(__name__)
 
 VERIFY_SALT = "accounts.verify-email"
+SEND_ACCOUNT_EMAIL = "accounts.tasks.send_account_email"
 User = get_user_model()
 
 
-def account_signup(*, username: str, email: str, password: str) -> Account:
-    """Create an account that cannot log in until its email is verified, and send the link that verifies it.
+class Email:
+    """The account emails the worker sends (``accounts.emails``): to a user, or to an address."""
 
-    ``InvalidInput`` for a username, email or password Django's validators refuse; ``UsernameTaken``,
-    ``EmailTaken`` (letter case aside) when another account has it, also when two sign up at once.
+    VERIFY = "verify"  # the verification link, to an account waiting for it
+    SIGNUP_TRIED = "signup_tried"  # someone signed up with the address of an account: its owner is told
+    VERIFY_AGAIN = "verify_again"  # a new link asked for an address
+    RESET = "reset"  # a password reset asked for an address
+
+
+def account_signup(*, username: str, email: str, password: str) -> None:
+    """Sign up an account that logs in once its email is proven, and have the link emailed.
+
+    An email that has an account already is answered alike (nothing made; its owner is emailed that
+    someone tried, and how to get in): the caller learns nothing about whose email it is. The password
+    is hashed either way, so neither does the time taken. ``InvalidInput`` for what Django's validators
+    refuse; ``UsernameTaken`` (usernames are public: they are not what an email reveals). An account
+    that never proved its email lapses after ``ACCOUNT_VERIFY_MAX_AGE_SECONDS``: a new sign-up may take
+    its username or email.
     """
     username, email = _username_checked(username), _email_checked(email)
     try:
         validate_password(password, user=User(username=username, email=email))
     except ValidationError as exc:
         raise InvalidInput(fields={"password": " ".join(exc.messages)}) from None
+    encoded = make_password(password)
+    _account_list_delete_lapsed(username=username, email=email)
     if User.objects.filter(username__iexact=username).exists():
         raise UsernameTaken()
-    if Account.objects.filter(email=email).exists() or User.objects.filter(email__iexact=email).exists():
-        raise EmailTaken()
+    if (owner := user_by_email(email)) is not None:
+        _email_send(Email.SIGNUP_TRIED, user_id=owner.pk)
+        return
     try:
         with transaction.atomic():
-            user = User.objects.create_user(username=username, email=email, password=password, is_active=False)
+            user = User.objects.create_user(username=username, email=email, is_active=False)
+            user.password = encoded
+            user.save(update_fields=["password"])
             account = Account.objects.create(user=user, email=email)
     except IntegrityError:  # another sign-up took the username or the email meanwhile
         if User.objects.filter(username__iexact=username).exists():
             raise UsernameTaken() from None
-        raise EmailTaken() from None
-    logger.info("account %s signed up (%s); verification sent", username, email)
-    account_verification_send(account=account)
-    return account
+        if (owner := user_by_email(email)) is not None:
+            _email_send(Email.SIGNUP_TRIED, user_id=owner.pk)
+        return
+    logger.info("account %s signed up; verification link to be sent", account.user_id)
+    _email_send(Email.VERIFY, user_id=account.user_id)
 
 
-def account_verification_send(*, account: Account) -> bool:
-    """Email the account its verification link (``ACCOUNT_VERIFY_MAX_AGE_SECONDS`` to use it). False if the
-    mail server refused: logged, and the buyer may ask again (``account_verification_resend``)."""
-    token = signing.dumps({"user": account.user_id, "email": account.email}, salt=VERIFY_SALT)
-    link = f"{settings.SHOP_URL.rstrip('/')}{reverse('account-verify', args=[token])}"
-    context = {
-        "account": account,
-        "link": link,
-        "token": token,
-        "hours": settings.ACCOUNT_VERIFY_MAX_AGE_SECONDS // 3600,
-    }
-    message = EmailMultiAlternatives(
-        subject="Confirm your email address",
-        body=render_to_string("accounts/email/verify.txt", context),
-        to=[account.email],
+def account_email_request(*, kind: str, email: str) -> None:
+    """Have the worker send a new verification link (``Email.VERIFY_AGAIN``) or a password reset
+    (``Email.RESET``) to ``email``, if it has an account waiting for it: the caller is answered alike,
+    and at once, either way."""
+    _email_send(kind, email=email)
+
+
+def account_verification_token(*, account: Account) -> str:
+    """The token of a verification link: signed, dated, and good only while the account is unverified
+    and keeps the password it had (``_account_state``)."""
+    return signing.dumps(
+        {"user": account.user_id, "email": account.email, "state": _account_state(account)}, salt=VERIFY_SALT
     )
-    message.attach_alternative(render_to_string("accounts/email/verify.html", context), "text/html")
-    try:
-        message.send()
-    except Exception:
-        logger.exception("the verification email of account %s could not be sent", account.user_id)
-        return False
-    return True
 
 
-def account_verification_resend(*, email: str) -> None:
-    """Send a new link if an account with ``email`` waits for one. Says nothing either way, so nobody
-    learns from it which emails have accounts."""
-    account = Account.objects.filter(email=_email_normal(email), email_verified_at=None).first()
-    if account is not None:
-        account_verification_send(account=account)
-
-
-def account_verify(*, token: str) -> Account:
-    """Prove the email the link was sent to: the account may log in, and that email's guest orders become
-    its orders. Again: the same account, nothing more. ``VerificationLinkExpired`` after
-    ``ACCOUNT_VERIFY_MAX_AGE_SECONDS``; ``VerificationLinkInvalid`` for a link not ours."""
+def account_verification_check(*, token: str) -> Account:
+    """The account a verification link may verify now. ``VerificationLinkExpired`` after
+    ``ACCOUNT_VERIFY_MAX_AGE_SECONDS``; ``VerificationLinkUsed`` once verified (or its password changed);
+    ``VerificationLinkInvalid`` for a link not ours."""
     try:
         claim = signing.loads(token, salt=VERIFY_SALT, max_age=settings.ACCOUNT_VERIFY_MAX_AGE_SECONDS)
     except signing.SignatureExpired:
         raise VerificationLinkExpired() from None
     except signing.BadSignature:
         raise VerificationLinkInvalid() from None
-    with transaction.atomic():
-        account = Account.objects.select_for_update().select_related("user").filter(user_id=claim["user"]).first()
-        if account is None or account.email != claim["email"]:
-            raise VerificationLinkInvalid()
-        if account.is_verified:
-            return account
-        now = timezone.now()
-        Account.objects.filter(pk=account.pk).update(email_verified_at=now)
-        User.objects.filter(pk=account.user_id).update(is_active=True)
-        claimed = order_list_claim(customer=account.user, email=account.email)
-    logger.info("account %s verified %s; %d guest order(s) claimed", account.user_id, account.email, claimed)
-    account.refresh_from_db()
-    account.user.refresh_from_db()
+    account = Account.objects.select_related("user").filter(user_id=claim.get("user")).first()
+    if account is None or account.email != claim.get("email"):
+        raise VerificationLinkInvalid()
+    if not constant_time_compare(_account_state(account), str(claim.get("state", ""))):
+        raise VerificationLinkUsed()
     return account
 
 
-def _email_normal(email) -> str:
-    return email.strip().lower() if isinstance(email, str) else ""
+def account_verify(*, token: str, password: str) -> Account:
+    """Prove the email with its link and the account's password: the account may log in, and that
+    email's guest orders become its orders. Once: the link is used then. ``VerificationPasswordWrong``
+    if the password is not the account's (whoever holds only the mailbox resets the password instead:
+    ``account_verify_by_reset``), and ``account_verification_check``'s refusals."""
+    account = account_verification_check(token=token)
+    if not isinstance(password, str) or not account.user.check_password(password):
+        raise VerificationPasswordWrong()
+    with transaction.atomic():
+        locked = Account.objects.select_for_update().select_related("user").get(pk=account.pk)
+        if _account_state(locked) != _account_state(account):  # verified or changed meanwhile
+            raise VerificationLinkUsed()
+        _account_verified(locked)
+    return locked
+
+
+def account_verify_by_reset(*, user) -> bool:
+    """A password reset proves the mailbox too: an unverified account whose email the reset went to is
+    verified (it may log in, its guest orders are claimed) with the password its holder just chose.
+    False for a user with nothing to verify."""
+    with transaction.atomic():
+        account = Account.objects.select_for_update().select_related("user").filter(user_id=user.pk).first()
+        if account is None or account.is_verified or email_address(user.email) != account.email:
+            return False
+        _account_verified(account)
+    return True
+
+
+def _account_verified(account: Account) -> None:
+    account.email_verified_at = timezone.now()
+    account.save(update_fields=["email_verified_at", "updated_at"])
+    User.objects.filter(pk=account.user_id).update(is_active=True)
+    account.user.is_active = True
+    claimed = order_list_claim(customer=account.user, email=account.email)
+    logger.info("account %s verified its email; %d guest order(s) claimed", account.user_id, claimed)
+
+
+def _account_state(account: Account) -> str:
+    """What a verification link is bound to: the account still unverified, with the same password."""
+    value = f"{account.user_id}|{account.user.password}|{account.email_verified_at}"
+    return salted_hmac(VERIFY_SALT, value, algorithm="sha256").hexdigest()[:32]
+
+
+def _account_list_delete_lapsed(*, username: str, email: str) -> None:
+    """Delete the accounts with this username or email that never proved their email in time."""
+    lapsed_before = timezone.now() - timedelta(seconds=settings.ACCOUNT_VERIFY_MAX_AGE_SECONDS)
+    stale = Account.objects.filter(email_verified_at=None, created_at__lt=lapsed_before, user__is_active=False)
+    by_email = user_by_email(email)
+    for account in stale.filter(user__username__iexact=username) | stale.filter(user_id=getattr(by_email, "pk", 0)):
+        try:
+            account.user.delete()
+        except ProtectedError:  # something refers to it after all: it stays
+            continue
+        logger.info("unverified account %s lapsed, replaced by a new sign-up", account.user_id)
+
+
+def _email_send(kind: str, *, user_id: int | None = None, email: str | None = None) -> None:
+    """Queue an account email for the worker; a broker that is down is logged (the buyer may ask again)."""
+    try:
+        current_app.send_task(SEND_ACCOUNT_EMAIL, kwargs={"kind": kind, "user_id": user_id, "email": email})
+    except Exception:
+        logger.exception("an account email (%s) could not be queued", kind)
 
 
 def _email_checked(email) -> str:
-    email = _email_normal(email)
+    email = email_address(email) if isinstance(email, str) else ""
     try:
         validate_email(email)
     except ValidationError:
@@ -133,6 +205,8 @@ def _username_checked(username) -> str:
     if not isinstance(username, str) or not username.strip():
         raise InvalidInput(fields={"username": "Choose a username."})
     username = username.strip()
+    if "@" in username:  # a name with an @ would read as someone's email at login
+        raise InvalidInput(fields={"username": "A username has no @: log in by email with your email."})
     try:
         field.run_validators(username)
     except ValidationError as exc:

@@ -4,15 +4,24 @@ book and the order history. Thin: a form, one service call, a page."""
 from django import forms
 from django.contrib import messages
 from django.contrib.auth import login
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
-from accounts.forms import ResendForm, SignupForm
-from accounts.services import account_signup, account_verification_resend, account_verify
+from accounts.forms import ResendForm, SignupForm, VerifyForm
+from accounts.services import (
+    Email,
+    account_email_request,
+    account_signup,
+    account_verification_check,
+    account_verify,
+    account_verify_by_reset,
+)
 from core.errors import DomainError
+from core.throttling import LoginThrottle, login_throttled_page
 from orders.selectors import order_list_for_customer
 from orders.views import AddressForm
 from shipping.selectors import address_book_get, address_book_list
@@ -21,6 +30,7 @@ from shipping.services import address_book_add, address_book_remove, address_boo
 
 @sensitive_post_parameters("password", "password_again")
 def signup(request):
+    """Sign up; the same page follows whether the email has an account (its owner is emailed instead)."""
     form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -33,24 +43,50 @@ def signup(request):
     return render(request, "accounts/signup.html", {"form": form})
 
 
+@sensitive_post_parameters("password")
 def verify(request, token: str):
-    """The link of the verification email: the account may log in, and is logged in here."""
+    """The link of the verification email asks for the account's password: link and password together
+    verify the email and log in, once (``accounts.services.account_verify``). Opening it changes nothing."""
     try:
-        account = account_verify(token=token)
+        account = account_verification_check(token=token)
     except DomainError as exc:
         return render(request, "accounts/verify_failed.html", {"error": exc}, status=exc.status_code)
-    login(request, account.user, backend="accounts.backends.EmailOrUsernameBackend")
-    messages.success(request, "Your email address is confirmed. Welcome!")
-    return redirect("account")
+    form = VerifyForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        throttle = LoginThrottle(request, username=account.user.username)
+        if not throttle.attempt():
+            return login_throttled_page(request, throttle)
+        try:
+            account = account_verify(token=token, password=form.cleaned_data["password"])
+        except DomainError as exc:
+            if exc.status_code != 400:
+                return render(request, "accounts/verify_failed.html", {"error": exc}, status=exc.status_code)
+            _form_errors(form, exc)
+        else:
+            throttle.give_back()  # a login that worked is not a guess
+            login(request, account.user, backend="accounts.backends.EmailOrUsernameBackend")
+            messages.success(request, "Your email address is confirmed. Welcome!")
+            return redirect("account")
+    return render(request, "accounts/verify.html", {"form": form, "account": account})
 
 
 def verify_resend(request):
     form = ResendForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        account_verification_resend(email=form.cleaned_data["email"])
+        account_email_request(kind=Email.VERIFY_AGAIN, email=form.cleaned_data["email"])
         messages.info(request, "If an account waits for that address to be confirmed, a new link is on its way.")
         return redirect("login")
     return render(request, "accounts/verify_resend.html", {"form": form})
+
+
+class ResetConfirmView(auth_views.PasswordResetConfirmView):
+    """Django's page to choose a new password from a reset link; the link proves the mailbox, so an
+    account waiting to prove its email is verified with the password chosen here."""
+
+    def form_valid(self, form):
+        response = super().form_valid(form)
+        account_verify_by_reset(user=form.user)
+        return response
 
 
 @login_required

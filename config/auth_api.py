@@ -3,7 +3,6 @@
 from collections.abc import Mapping
 from functools import wraps
 
-from django.shortcuts import render
 from django.views.decorators.debug import sensitive_post_parameters
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers, status
@@ -14,7 +13,7 @@ from rest_framework.views import APIView
 
 from core.api import ErrorSerializer, JSONParser
 from core.services import api_token_create
-from core.throttling import LoginThrottle
+from core.throttling import LoginThrottle, login_throttled_page
 from core.tokens import TokenAuthentication
 
 
@@ -92,11 +91,7 @@ def login_throttled(view, *, field: str = "username"):
             return view(request, *args, **kwargs)
         throttle = LoginThrottle(request, username=request.POST.get(field, ""))
         if not throttle.attempt():
-            response = render(
-                request, "registration/login_throttled.html", {"retry_after": throttle.wait()}, status=429
-            )
-            response["Retry-After"] = str(throttle.wait())
-            return response
+            return login_throttled_page(request, throttle)
         response = view(request, *args, **kwargs)
         if response.status_code == 302 and request.user.is_authenticated:  # a failed login shows the form again
             throttle.give_back()  # a login that worked is not a guess

@@ -5,7 +5,8 @@ import math
 import unicodedata
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
+from django.contrib.auth import get_backends, get_user_model
+from django.shortcuts import render
 from rest_framework.throttling import SimpleRateThrottle
 
 
@@ -64,17 +65,27 @@ class CountingThrottle(SimpleRateThrottle):
 def _login_name_ident(username: str) -> str:
     """The name a login attempt counts against, resolved as authentication resolves it.
 
-    Django's login form strips and NFKC-normalises the name, DRF's strips it, and MySQL's collation folds
-    case and width when it looks the account up: "stan ", "stan\u3000" and a full-width "stan" all log in
-    as stan. So the attempt counts against the account that name finds, or, if none, the normalised name
-    (hashed: any length or character; casefolded as the collation compares).
+    Django's login form strips and NFKC-normalises the name, DRF's strips it; the backend then finds the
+    account by its username (compared as the collation compares: "stan", "STAN", a full-width "stan") or
+    its email. So the attempt counts against the account the name finds, through the backend's own
+    ``user_for_login``: the username and every spelling of the email share one budget. A name that
+    finds nobody counts against itself (hashed: any length or character; casefolded), beside the
+    client's budget that every attempt counts against.
     """
     name = unicodedata.normalize("NFKC", username.strip())
+    for backend in get_backends():
+        resolve = getattr(backend, "user_for_login", None) or _user_by_username
+        if (user := resolve(name)) is not None:
+            return f"account:{user.pk}"
+    return "user:" + hashlib.sha256(name.casefold().encode()).hexdigest()
+
+
+def _user_by_username(name: str):
     user_model = get_user_model()
     try:
-        return f"account:{user_model._default_manager.get_by_natural_key(name).pk}"
+        return user_model._default_manager.get_by_natural_key(name)
     except user_model.DoesNotExist:
-        return "user:" + hashlib.sha256(name.casefold().encode()).hexdigest()
+        return None
 
 
 class LoginThrottle(CountingThrottle):
@@ -91,3 +102,10 @@ class LoginThrottle(CountingThrottle):
         if username:
             idents.append(_login_name_ident(username))
         super().__init__(idents)
+
+
+def login_throttled_page(request, throttle: LoginThrottle):
+    """The 429 page of a form that guesses at accounts, with its ``Retry-After``."""
+    response = render(request, "registration/login_throttled.html", {"retry_after": throttle.wait()}, status=429)
+    response["Retry-After"] = str(throttle.wait())
+    return response

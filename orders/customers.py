@@ -3,6 +3,12 @@
 import unicodedata
 
 
+def email_address(email: str) -> str:
+    """The address as accounts and orders keep and match it, exactly (``core.collation``): NFKC (a
+    full-width letter is the ASCII one mail servers deliver to), no surrounding space, lower case."""
+    return unicodedata.normalize("NFKC", email.strip()).lower()
+
+
 def email_canonical(email: str) -> str:
     """One spelling per mailbox: surrounding space, letter case and a ``+tag`` in the local part do not count.
 

@@ -24,6 +24,7 @@ from django.db.models.functions import Coalesce, Greatest, Now
 from django.utils import timezone
 
 from core.clock import db_now
+from core.collation import Exact
 from inventory.models import Reservation
 from orders.models import PAID_STATUSES, Order, OrderLine, Payment, Refund, RefundLine, ReturnLine, ReturnRequest
 from vouchers.models import VoucherUse
@@ -169,13 +170,15 @@ def order_units_held(*, buyers, variant_ids) -> dict[tuple[str, int], int]:
     if not buyers or not variant_ids:
         return {}
     rows = (
-        OrderLine.objects.filter(
+        OrderLine.objects.annotate(buyer=Exact("order__buyer"))  # a look-alike email is another buyer
+        .filter(
             order__buyer__in=sorted(buyers),
+            buyer__in=sorted(buyers),
             order__status__in=[Order.Status.AWAITING_PAYMENT, *PAID_STATUSES],
             variant_id__in=sorted(variant_ids),
         )
         .order_by()
-        .values_list("order__buyer", "variant_id")
+        .values_list("buyer", "variant_id")
         .annotate(units=Sum("quantity"))
     )
     return {(buyer, variant_id): units for buyer, variant_id, units in rows}

@@ -5,6 +5,9 @@ ORM for each batch they cost more CPU than the database spends running them (as 
 of the orders' own statements).
 """
 
+from django.db import connection
+
+from core.collation import binary_sql
 from shop.models import Category, Product, ProductVariant
 from vouchers.models import Voucher, VoucherUse
 
@@ -51,12 +54,14 @@ def voucher_categories_statement(*, codes: list[str]) -> tuple[str, list]:
 def voucher_buyer_uses_statement(*, codes: list[str], buyers: list[str]) -> tuple[str, list]:
     """(voucher id, buyer, uses) held, reserved or committed, by ``buyers`` of the vouchers of ``codes``."""
     buyers = buyers or [""]
+    # Buyers match and group exactly (a look-alike email is another buyer); the plain IN keeps the index.
+    buyer = binary_sql("u.buyer", vendor=connection.vendor)
     sql = (
-        f"SELECT u.voucher_id, u.buyer, COUNT(*) FROM {_USE} u JOIN {_VOUCHER} v ON v.id = u.voucher_id "
-        f"WHERE v.code IN ({_in(codes)}) AND u.buyer IN ({_in(buyers)}) AND u.state IN ({_in(_HOLDING)}) "
-        "AND u.is_deleted = 0 GROUP BY u.voucher_id, u.buyer"
+        f"SELECT u.voucher_id, {buyer}, COUNT(*) FROM {_USE} u JOIN {_VOUCHER} v ON v.id = u.voucher_id "
+        f"WHERE v.code IN ({_in(codes)}) AND u.buyer IN ({_in(buyers)}) AND {buyer} IN ({_in(buyers)}) "
+        f"AND u.state IN ({_in(_HOLDING)}) AND u.is_deleted = 0 GROUP BY u.voucher_id, {buyer}"
     )
-    return sql, [*codes, *buyers, *_HOLDING]
+    return sql, [*codes, *buyers, *buyers, *_HOLDING]
 
 
 def variant_categories_statement(*, skus: list[str]) -> tuple[str, list]:

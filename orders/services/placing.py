@@ -33,7 +33,7 @@ from inventory.services import (
     stock_reservations_create_for_orders,
 )
 from orders import sql
-from orders.customers import email_canonical
+from orders.customers import email_address, email_canonical
 from orders.errors import IdempotencyConflict, TooManyOpenOrders
 from orders.models import Order, OrderLine, new_order_number
 from orders.pricing import OrderPrice, order_price
@@ -98,7 +98,7 @@ def _buyer_of(*, customer, email) -> _Buyer:
         return _Buyer(f"user:{customer.pk}", f"user:{customer.pk}", "")
     if not isinstance(email, str):
         raise InvalidInput(fields={"email": "Give an email address."})
-    email = email.strip().lower()
+    email = email_address(email)
     try:
         validate_email(email)
     except ValidationError:
