@@ -175,15 +175,19 @@ def _prepare(strategy: str, stock: int):
         return goods.pk, lambda: goods.delete()
     sku = f"OVERSELL-DEMO-{uuid.uuid4().hex[:8].upper()}"
     name = "Oversell demo (temporary)"
+    # Not free: a free order is paid at once, and the demo's orders are to be cancelled, not sold.
     variant = ProductVariant.objects.create(
-        product=Product.objects.create(name=name), sku=sku, name=name, price=0, requires_shipping=False
+        product=Product.objects.create(name=name), sku=sku, name=name, price=1, requires_shipping=False
     )
     stock_restock(sku=sku, quantity=stock, reason="oversell_demo")
 
     def cleanup():
-        # Give the units back and hide the product; orders and ledger stay as history.
-        for order in Order.objects.filter(lines__variant=variant, status=Order.Status.AWAITING_PAYMENT):
+        # Give the units back, then hide the orders with the product (soft delete): the shop's admin and
+        # pages show none of the demo's; the ledger keeps the history.
+        orders = Order.objects.filter(lines__variant=variant)
+        for order in orders.filter(status=Order.Status.AWAITING_PAYMENT):
             order_cancel(order=order)
+        orders.delete()
         variant.delete()
         variant.product.delete()
 

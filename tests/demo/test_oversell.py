@@ -7,6 +7,8 @@ from django.core.management import CommandError, call_command
 
 from demo.oversell import oversell_experiment_run
 from inventory.models import Stock
+from orders.models import Order
+from shop.models import ProductVariant
 
 pytestmark = pytest.mark.django_db
 
@@ -44,6 +46,10 @@ def test_the_service_sells_exactly_its_stock():
     result = oversell_experiment_run(strategy="service", workers=8, stock=10, attempts=40, pause=0.02)
     assert (result.units_sold, result.final_stock, result.oversold, result.lost_updates) == (10, 0, 0, 0)
     assert not Stock.objects.filter(variant__sku__startswith="OVERSELL-DEMO", reserved__gt=0).exists()
+    # Its orders leave the shop's data with its product: cancelled, and out of the admin's order list.
+    assert not Order.objects.exists() and not ProductVariant.objects.exists()
+    assert set(Order.all_objects.values_list("status", flat=True)) == {Order.Status.CANCELLED}
+    assert Order.all_objects.count() == 10
 
 
 @pytest.mark.parametrize(
