@@ -202,6 +202,12 @@ def payment_find_in_progress(*, order: Order) -> Payment | None:
     return order.payments.filter(state__in=[Payment.State.PENDING, Payment.State.CHARGED]).last()
 
 
+def payment_find_in_review(*, order: Order) -> Payment | None:
+    """The order's charge of another amount or currency than asked, waiting for staff: the order is not
+    charged again meanwhile (``PaymentInReview``)."""
+    return order.payments.filter(state=Payment.State.REVIEW).last()
+
+
 def payment_find_refunded_late(*, order: Order) -> Payment | None:
     """A payment of the order that succeeded when the order could no longer be paid, and was refunded."""
     if order.status == Order.Status.REFUNDED:

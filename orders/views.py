@@ -25,6 +25,7 @@ from orders.selectors import (
     order_list_for_visitor,
     order_units_returnable,
     payment_find_in_progress,
+    payment_find_in_review,
     payment_find_refunded_late,
 )
 from orders.services import order_cancel, order_pay, order_place, order_quote, return_request_create
@@ -331,6 +332,7 @@ def _order_page(request, order, *, own: bool):
         "order": order,
         "own": own,
         "payment": payment_find_in_progress(order=order),
+        "in_review": payment_find_in_review(order=order),
         "refunded": payment_find_refunded_late(order=order),
         "returnable": [
             (line, returnable[line.variant.sku]) for line in order.lines.all() if returnable.get(line.variant.sku)

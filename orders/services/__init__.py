@@ -13,8 +13,6 @@ from orders.services.paying import (
     payment_list_expire_checkouts,
     payment_list_settle,
     payment_refund_confirmed,
-    payment_review_accept,
-    payment_review_refund,
     payment_settle,
     payment_succeeded,
 )
@@ -24,6 +22,7 @@ from orders.services.pruning import order_email_list_prune, payment_event_list_p
 from orders.services.quoting import order_quote
 from orders.services.refunds import order_refund, refund_list_settle
 from orders.services.returns import return_request_accept, return_request_create, return_request_refuse
+from orders.services.reviewing import payment_review_accept, payment_review_refund
 from orders.services.sweeps import SweepResult, order_release_expired, order_release_failed_payments
 
 __all__ = [

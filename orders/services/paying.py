@@ -21,15 +21,7 @@ from inventory.errors import InsufficientStock
 from inventory.models import Reservation
 from inventory.section import stock_section
 from inventory.services import stock_reserve
-from orders.errors import (
-    ChargeNotAcceptable,
-    OrderExpired,
-    OrderNotPayable,
-    PaymentInReview,
-    PaymentNotApplied,
-    PaymentNotInReview,
-    RefundFailed,
-)
+from orders.errors import OrderExpired, OrderNotPayable, PaymentInReview, PaymentNotApplied
 from orders.models import PAID_STATUSES, Order, Payment
 from orders.payments import PaymentOutcome, payment_provider, provider_for
 from orders.pricing import order_price
@@ -135,57 +127,6 @@ def _order_paid_free(order: Order) -> bool:
     return True
 
 
-def payment_review_accept(*, payment: Payment) -> Payment:
-    """Staff accept a charge in ``review`` as its order's payment. What it took beyond the order's total is
-    refunded first, through its provider (once, under a key of its own); then it is applied as any charge is,
-    or refunded in full if its order can no longer be paid. ``ChargeNotAcceptable`` for a charge in another
-    currency, of an amount the provider did not say, or holding less than the order's total: refund it."""
-    payment = Payment.objects.select_related("order").get(pk=payment.pk)
-    if payment.state != Payment.State.REVIEW:
-        raise PaymentNotInReview(number=payment.order.number, reference=payment.reference, state=payment.state)
-    if reason := _charge_unacceptable(payment):
-        raise ChargeNotAcceptable(number=payment.order.number, reference=payment.reference, reason=reason)
-    if (excess := payment.excess - payment.amount_refunded) > 0:
-        try:
-            provider_for(payment.provider).refund(
-                payment=payment, amount=excess, key=f"refund-excess-{payment.reference}"
-            )
-        except Exception as exc:
-            logger.exception("payment %s: the provider refused to refund its excess %s", payment, excess)
-            raise RefundFailed(number=payment.order.number, reason=str(exc)[:200]) from exc
-        Payment.objects.filter(pk=payment.pk, amount_refunded__lt=payment.excess).update(amount_refunded=payment.excess)
-    if not Payment.objects.filter(pk=payment.pk, state=Payment.State.REVIEW).update(state=Payment.State.CHARGED):
-        raise PaymentNotInReview(number=payment.order.number, reference=payment.reference)
-    logger.warning("payment %s for order %s: accepted by staff from review", payment, payment.order)
-    return _payment_charged_apply(Payment.objects.select_related("order").get(pk=payment.pk))
-
-
-def payment_review_refund(*, payment: Payment) -> Payment:
-    """Staff refund a charge in ``review`` in full (what is left of it), through its provider. Its order
-    stays unpaid: its buyer may pay again. A provider that fails leaves it ``refunding`` for the settle sweep."""
-    payment = Payment.objects.select_related("order").get(pk=payment.pk)
-    try:
-        claimed = _payment_refund(payment, claim_from=Payment.State.REVIEW)
-    except Exception as exc:
-        logger.exception("payment %s: the provider did not refund it yet; the settle sweep tries again", payment)
-        raise RefundFailed(number=payment.order.number, reason=str(exc)[:200]) from exc
-    if not claimed:
-        raise PaymentNotInReview(number=payment.order.number, reference=payment.reference, state=payment.state)
-    payment.refresh_from_db()
-    return payment
-
-
-def _charge_unacceptable(payment: Payment) -> str:
-    """Why a charge in review cannot pay its order as it is (empty if it can)."""
-    if payment.charged_currency != payment.currency:
-        return f"charged in {payment.charged_currency or 'a currency not said'}, the order is in {payment.currency}"
-    if payment.charged_amount is None:
-        return "the provider did not say the amount it charged"
-    if (held := payment.charged_amount - payment.amount_refunded) < payment.amount:
-        return f"it holds {held}, less than the order's total {payment.amount}"
-    return ""
-
-
 def payment_succeeded(*, payment: Payment, outcome: PaymentOutcome) -> Payment:
     """The provider took the money: apply it (the order turns paid and its stock is committed), or refund
     it if the order definitely cannot be paid. Delivered twice, it applies once.
@@ -211,11 +152,12 @@ def payment_succeeded(*, payment: Payment, outcome: PaymentOutcome) -> Payment:
     payment = Payment.objects.select_related("order").get(pk=payment.pk)
     if payment.state != Payment.State.CHARGED:
         return payment  # applied, refunded or in review already
-    return _payment_charged_apply(payment)
+    return payment_charged_apply(payment)
 
 
-def _payment_charged_apply(payment: Payment) -> Payment:
-    """Apply a charge (``charged``) to its order, or refund it if the order definitely cannot be paid."""
+def payment_charged_apply(payment: Payment) -> Payment:
+    """Apply a charge (``charged``) to its order, or refund it if the order definitely cannot be paid. Also
+    for a charge staff accepted from ``review`` (``orders.services.reviewing``)."""
     try:
         with stock_section(skus=payment.order.skus):
             _, applied = _payment_apply(payment.order, payment)
@@ -234,7 +176,7 @@ def _payment_charged_apply(payment: Payment) -> Payment:
         )
         return payment_settle(payment=payment)  # raises if the database cannot say: the task retries
     if not applied:
-        _payment_refund(payment)
+        payment_refund_unapplied(payment)
     payment.refresh_from_db()
     return payment
 
@@ -292,7 +234,9 @@ def _payment_apply(order: Order, payment: Payment) -> tuple[Order, bool]:
     return order, True
 
 
-def _payment_refund(payment: Payment, *, resume: bool = False, claim_from: str = Payment.State.CHARGED) -> bool:
+def payment_refund_unapplied(
+    payment: Payment, *, resume: bool = False, claim_from: str = Payment.State.CHARGED
+) -> bool:
     """Refund a charge never applied, through the provider it was made with: claimed ``claim_from`` ->
     ``refunding`` first, so one caller asks; False if another did. ``resume``: finish a refund whose caller
     stopped midway (the settle sweep); the provider's idempotency key makes a repeated request refund once."""
@@ -341,9 +285,9 @@ def payment_settle(*, payment: Payment, lock_wait: float | None = None) -> Payme
                 raise
             applied = False
         if not applied:
-            _payment_refund(payment)
+            payment_refund_unapplied(payment)
     elif payment.state == Payment.State.REFUNDING:
-        _payment_refund(payment, resume=True)
+        payment_refund_unapplied(payment, resume=True)
     payment.refresh_from_db()
     return payment
 

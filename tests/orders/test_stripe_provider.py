@@ -138,6 +138,30 @@ def test_a_refund_made_in_stripes_dashboard_refunds_the_order(client, make_varia
 
 
 @pytest.mark.parametrize(
+    "unreadable",
+    [{"currency": None}, {"amount_refunded": None}, {"amount_refunded": "1250"}, {"amount_refunded": -1}],
+    ids=["no currency", "no amount", "amount as text", "negative amount"],
+)
+def test_a_partial_refund_stripe_does_not_say_in_full_is_kept_for_staff_not_taken_as_nothing(
+    client, make_variant, stripe_api, unreadable, caplog
+):
+    make_variant(sku="MUG", stock=5, price="12.50")
+    order, _ = paid_through_stripe(client, quantity=2, payment_intent="pi_4")
+    charge = {"object": "charge", "id": "ch_4", "payment_intent": "pi_4", "refunded": False, "currency": "eur"}
+    charge = {
+        key: value
+        for key, value in (charge | {"amount": 2500, "amount_refunded": 1250} | unreadable).items()
+        if value is not None
+    }
+
+    assert stripe_webhook(client, "charge.refunded", charge) == 200  # stored, answered: Stripe does not resend
+
+    [event] = PaymentEvent.objects.filter(type="charge.refunded")
+    assert event.processed_at is None and any("kept unprocessed" in r.getMessage() for r in caplog.records)
+    assert Payment.objects.get().amount_refunded == 0 and Order.objects.get(pk=order.pk).amount_refunded == 0
+
+
+@pytest.mark.parametrize(
     ("currency", "price", "sent"),
     [("JPY", "1500", "3000"), ("KWD", "1.25", "2500"), ("EUR", "12.50", "2500"), ("USD", "0.10", "20")],
 )
