@@ -267,7 +267,7 @@ class OrderAdmin(GrowingTableAdminMixin, SoftDeleteAdmin):
     search_fields = ["number", "email", "customer__username", "customer__email"]
     ordering = ["-created_at", "-id"]
     fieldsets = [
-        (None, {"fields": ["number", "status", "customer", "email", "total_shown"]}),
+        (None, {"fields": ["number", "status", "customer_shown", "email", "total_shown"]}),
         (
             "Totals as placed",
             {
@@ -406,6 +406,17 @@ class OrderAdmin(GrowingTableAdminMixin, SoftDeleteAdmin):
         context = {**self.admin_site.each_context(request), "opts": self.opts, "order": order, "form": form,
                    "title": f"Ship order {order.number}"}  # fmt: skip
         return TemplateResponse(request, "admin/orders/order/ship.html", context)
+
+    @admin.display(description="customer")
+    def customer_shown(self, order):
+        """The buyer's account, linked to their orders: a page every viewer of this one may open (the user
+        admin needs permissions the shop's staff do not have, and their orders are what staff look for)."""
+        if order.customer is None:
+            return "guest"
+        orders = f"{reverse('admin:orders_order_changelist')}?customer__id__exact={order.customer_id}"
+        return format_html(
+            '{} ({}) · <a href="{}">their orders</a>', order.customer.username, order.customer.email, orders
+        )
 
     @admin.display(description="customer / email", ordering="email")
     def buyer_name(self, order):
