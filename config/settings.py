@@ -378,6 +378,9 @@ ORDER_THROTTLE_RATE = env("ORDER_THROTTLE_RATE", default="30/minute")
 # Failed logins allowed per client IP and, separately, per username (token API, login page and admin
 # together; core.throttling.LoginThrottle), so a password is guessed neither from one address nor from many.
 LOGIN_THROTTLE_RATE = env("LOGIN_THROTTLE_RATE", default="10/minute")
+# Refused voucher codes allowed per client IP and, separately, per account (the quote, the checkout page
+# and placing together; core.throttling.VoucherThrottle), so codes are not found by trying them.
+VOUCHER_THROTTLE_RATE = env("VOUCHER_THROTTLE_RATE", default="20/hour")
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Shop API",

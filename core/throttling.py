@@ -3,10 +3,12 @@
 import hashlib
 import math
 import unicodedata
+from contextlib import contextmanager
 
 from django.conf import settings
 from django.contrib.auth import get_backends, get_user_model
 from django.shortcuts import render
+from rest_framework.exceptions import Throttled
 from rest_framework.throttling import SimpleRateThrottle
 
 
@@ -109,3 +111,50 @@ def login_throttled_page(request, throttle: LoginThrottle):
     response = render(request, "registration/login_throttled.html", {"retry_after": throttle.wait()}, status=429)
     response["Retry-After"] = str(throttle.wait())
     return response
+
+
+class VoucherThrottle(CountingThrottle):
+    """Refused voucher codes per client IP and per account, in ``VOUCHER_THROTTLE_RATE``: the quote, the
+    checkout page and placing an order share it, so codes are not found by trying them (the refusal says
+    why a code does not apply, which a buyer needs and a guesser must not get at speed).
+
+    Each check of a code counts up front and one whose code applies is given back, so only refusals add
+    up; over the rate every code, good or not, is answered 429 alike.
+    """
+
+    scope = "voucher"
+    rate_setting = "VOUCHER_THROTTLE_RATE"
+
+    def __init__(self, request):
+        idents = [f"ip:{self.get_ident(request)}"]
+        if request.user.is_authenticated:
+            idents.append(f"customer:{request.user.pk}")
+        super().__init__(idents)
+
+
+def voucher_check_start(request, *, code: str) -> VoucherThrottle | None:
+    """Count a check of the voucher ``code`` (None: no code, nothing to count), or raise DRF's
+    ``Throttled``. The caller gives the attempt back once the code applies."""
+    if not code:
+        return None
+    throttle = VoucherThrottle(request)
+    if not throttle.attempt():
+        raise Throttled(wait=throttle.wait())
+    return throttle
+
+
+@contextmanager
+def voucher_check_counted(request, *, code: str, refusals: tuple[type[Exception], ...]):
+    """``voucher_check_start`` around a block that checks ``code``: it stays counted only if the block
+    raises one of ``refusals`` (the code does not apply)."""
+    throttle = voucher_check_start(request, code=code)
+    try:
+        yield
+    except refusals:
+        raise
+    except BaseException:
+        if throttle is not None:
+            throttle.give_back()
+        raise
+    if throttle is not None:
+        throttle.give_back()

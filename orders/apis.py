@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 
 from core.api import ErrorSerializer, StrictCharField, StrictIntegerField
 from core.errors import InvalidInput
+from core.throttling import voucher_check_counted
 from inventory.apis import InsufficientStockErrorSerializer
 from orders.customers import buyer_of
 from orders.errors import IdempotencyKeyRequired
@@ -369,24 +370,27 @@ class OrderCollectionApi(generics.ListAPIView):
             ),
             422: OpenApiResponse(ErrorSerializer, description="idempotency_conflict: key reused with another body"),
             429: OpenApiResponse(
-                ErrorSerializer, description="throttled: too many orders from this customer or address; see Retry-After"
+                ErrorSerializer,
+                description="throttled: too many orders, or refused voucher codes, from this customer or address; "
+                "see Retry-After",
             ),
             503: BUSY,
         },
     )
     def post(self, request):
         data, key, client_address = self.order_request_checked(request)
-        order = order_place(
-            customer=request.user,
-            email=request.user.email,
-            items=data["items"],
-            idempotency_key=key,
-            client_address=client_address,
-            shipping_address=data.get("shipping_address"),
-            billing_address=data.get("billing_address"),
-            shipping_method=data.get("shipping_method"),
-            voucher=data.get("voucher", ""),
-        )
+        with voucher_check_counted(request, code=data.get("voucher", ""), refusals=(VoucherInvalid,)):
+            order = order_place(
+                customer=request.user,
+                email=request.user.email,
+                items=data["items"],
+                idempotency_key=key,
+                client_address=client_address,
+                shipping_address=data.get("shipping_address"),
+                billing_address=data.get("billing_address"),
+                shipping_method=data.get("shipping_method"),
+                voucher=data.get("voucher", ""),
+            )
         prefetch_related_objects([order], "lines__variant")  # the lines and the total read them once
         return Response(OrderOutputSerializer(order).data, status=status.HTTP_201_CREATED)
 
@@ -433,20 +437,25 @@ class CheckoutQuoteApi(APIView):
                 description="sale_not_started; shipping_unavailable (country); shipping_method_unavailable "
                 "(country, methods); voucher_invalid (voucher, reason)",
             ),
+            429: OpenApiResponse(
+                ErrorSerializer, description="throttled: too many refused voucher codes from here; see Retry-After"
+            ),
         },
     )
     def post(self, request):
         data = OrderCollectionApi.OrderCreateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         shipping, billing = data.validated_data.get("shipping_address"), data.validated_data.get("billing_address")
-        quote = order_quote(
-            items=data.validated_data["items"],
-            shipping_country=shipping["country"] if shipping else None,
-            billing_country=billing["country"] if billing else None,
-            shipping_method=data.validated_data.get("shipping_method"),
-            voucher=data.validated_data.get("voucher", ""),
-            buyer=buyer_of(customer=request.user),
-        )
+        voucher = data.validated_data.get("voucher", "")
+        with voucher_check_counted(request, code=voucher, refusals=(VoucherInvalid,)):
+            quote = order_quote(
+                items=data.validated_data["items"],
+                shipping_country=shipping["country"] if shipping else None,
+                billing_country=billing["country"] if billing else None,
+                shipping_method=data.validated_data.get("shipping_method"),
+                voucher=voucher,
+                buyer=buyer_of(customer=request.user),
+            )
         price = quote.price
         if price is None:
             raise InvalidInput(fields={"shipping_address": "These goods are shipped: give a shipping address."})

@@ -10,10 +10,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 from django_countries import countries
 from django_countries.fields import LazyTypedChoiceField
+from rest_framework.exceptions import Throttled
 
 from core.errors import DomainError, InvalidInput
 from core.money import money_format
 from core.pages import page_or_404
+from core.throttling import voucher_check_start
 from orders.checkout import CheckoutSession, connection_loss_refused
 from orders.customers import buyer_of
 from orders.errors import IdempotencyConflict, OrderLinkExpired
@@ -129,8 +131,8 @@ class CheckoutForm(forms.Form):
         return self
 
 
-def _order_throttled(request, *, retry_after: int):
-    response = render(request, "orders/order_throttled.html", {"retry_after": retry_after}, status=429)
+def _order_throttled(request, *, retry_after: int, template: str = "orders/order_throttled.html"):
+    response = render(request, template, {"retry_after": retry_after}, status=429)
     response["Retry-After"] = str(retry_after)
     return response
 
@@ -163,9 +165,15 @@ def checkout(request):
     buyer = buyer_of(
         customer=request.user if request.user.is_authenticated else None, email=(data or {}).get("email", "")
     )
+    try:  # a code tried here counts against the voucher throttle, as the API's do
+        voucher_throttle = voucher_check_start(request, code=chosen.voucher_chosen())
+    except Throttled as refusal:
+        return _order_throttled(request, retry_after=refusal.wait, template="orders/voucher_throttled.html")
     quote, quote_error, voucher_error = _checkout_quote(
         lines, shipping_form, chosen.method_chosen(), voucher=chosen.voucher_chosen(), buyer=buyer
     )
+    if voucher_throttle is not None and voucher_error is None:
+        voucher_throttle.give_back()  # the code applies: not a guess
     form = CheckoutForm(data, offers=quote.shipping_offers if quote else ())
     unavailable = quote_error is not None and quote_error.code == "shipping_unavailable"
     if unavailable and shipping_form is not None and shipping_form.is_bound:
