@@ -7,6 +7,7 @@ from django.db import models
 from django.db.models import F, Q
 
 from core.models import BaseModel
+from core.money import money_format
 from shipping.addresses import address_lines
 
 # No 0/O/1/I: numbers get read out over the phone.
@@ -285,7 +286,8 @@ class Refund(BaseModel):
         ]
 
     def __str__(self):
-        return f"{self.amount} of {self.order_id} ({self.state})"
+        amount = money_format(self.amount, self.order.currency)
+        return f"Refund #{self.pk} of {amount} for order {self.order} ({self.state})"
 
     @property
     def idempotency_key(self) -> str:
@@ -341,7 +343,7 @@ class ReturnRequest(BaseModel):
         ]
 
     def __str__(self):
-        return f"return {self.pk} of {self.order_id} ({self.state})"
+        return f"Return #{self.pk} for order {self.order} ({self.state})"
 
 
 class ReturnLine(BaseModel):
