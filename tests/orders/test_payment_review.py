@@ -6,12 +6,13 @@ from decimal import Decimal
 
 import pytest
 from django.contrib.auth.models import Permission
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from orders.errors import PaymentInReview
 from orders.models import Order, Payment
 from orders.payments.local import local_event
 from orders.selectors import payment_list_refund_drift
+from orders.services import order_cancel
 from tests.conftest import client_for, messages_of, stock_of, webhook_deliver
 from tests.orders.services.test_refund_books import charged, provider_refunded
 from tests.payments import place, start
@@ -119,3 +120,38 @@ def test_an_order_with_a_charge_in_review_is_not_charged_again(in_review, custom
 
     assert answer.status_code == 409 and answer.json()["code"] == "payment_in_review"
     assert Payment.objects.filter(order=order).count() == 1 and len(provider.checkouts) == 1
+
+
+def test_a_charge_accepted_after_its_order_lost_its_stock_is_refunded_in_full(in_review, staff_admin, provider):
+    order, payment = in_review["order"], in_review["payment"]
+    order_cancel(order=order)  # the buyer gave up meanwhile: the order can no longer be paid
+
+    decide(staff_admin, "review_accept", payment)
+
+    payment.refresh_from_db()
+    assert (payment.state, payment.amount_refunded) == (Payment.State.REFUNDED, Decimal("20.00"))
+    assert [amount for _, amount, _ in provider.refund_requests] == [Decimal("15.00"), None]  # the excess, the rest
+    assert Order.objects.get(pk=order.pk).status == Order.Status.CANCELLED
+    assert payment_list_refund_drift() == []
+
+
+def test_a_dashboard_refund_of_all_of_a_charge_in_review_refunds_what_was_charged(in_review, provider):
+    payment = in_review["payment"]
+
+    provider_refunded(payment, "20.00", event="evt_all", charged="20.00")
+
+    payment.refresh_from_db()
+    assert (payment.state, payment.amount_refunded) == (Payment.State.REFUNDED, Decimal("20.00"))
+    assert payment_list_refund_drift() == []
+
+
+def test_reconcile_reports_a_charge_that_reads_refunded_while_part_of_it_is_still_charged(in_review, capsys):
+    payment = in_review["payment"]
+    Payment.objects.filter(pk=payment.pk).update(state=Payment.State.REFUNDED, amount_refunded=Decimal("15.00"))
+
+    with pytest.raises(CommandError):
+        call_command("reconcile", "--full")
+
+    assert f"DRIFT payment {payment.reference} of order {in_review['order'].number}" in capsys.readouterr().out
+    [row] = payment_list_refund_drift()
+    assert row.refunded == Decimal("15.00") and row.payment.charge == Decimal("20.00")

@@ -11,7 +11,7 @@ from orders.errors import RefundFailed
 from orders.models import Order, Payment, PaymentEvent, Refund
 from orders.payments.local import local_event
 from orders.selectors import payment_list_refund_drift
-from orders.services import order_refund, payment_event_list_process
+from orders.services import order_cancel, order_refund, payment_event_list_process
 from tests.conftest import webhook_deliver
 from tests.payments import place, start, succeed
 
@@ -174,3 +174,18 @@ def test_reconcile_full_reports_a_payment_whose_refunds_the_order_does_not_book(
     assert f"DRIFT payment {order.payment_reference} of order {order.number}: the provider refunded 1.00" in out
     [row] = payment_list_refund_drift()
     assert (row.refunded, row.booked) == (Decimal("1.00"), Decimal("0"))
+
+
+def test_a_part_refunded_before_a_success_that_cannot_be_applied_is_refunded_in_full(make_variant, customer, provider):
+    make_variant(sku="MUG", stock=5, price="2.50")
+    order = place(customer, "k")
+    payment = start(order)
+    provider_refunded(payment, "1.00", event="evt_goodwill")
+    order_cancel(order=order)
+
+    succeed(payment)  # the order can no longer be paid: the rest of the charge goes back
+
+    payment.refresh_from_db()
+    assert (payment.state, payment.amount_refunded) == (Payment.State.REFUNDED, Decimal("5.00"))
+    assert provider.refund_requests == [(payment.reference, None, "")]
+    assert not Refund.objects.exists() and payment_list_refund_drift() == []
