@@ -2,7 +2,8 @@
 
 Django calls these (``handler400`` ... ``handler500`` in config/urls.py) once DEBUG is off, for errors DRF
 does not answer itself: unknown /api/ paths, and unexpected exceptions, which Django has logged already.
-Unknown /api/ paths answer the API's shape with DEBUG on too (``api_not_found_middleware``).
+Unknown /api/ paths and unexpected errors under /api/ answer the API's shape with DEBUG on too
+(``api_errors_middleware``): bin/run serves with DEBUG on, and the API promises JSON.
 """
 
 import re
@@ -77,17 +78,23 @@ def page_not_found(request, exception):
     return defaults.page_not_found(request, exception)
 
 
-def api_not_found_middleware(get_response):
-    """A path under /api/ that no URL matches answers the API's ``not_found`` whatever DEBUG is.
+def api_errors_middleware(get_response):
+    """Under /api/, a path no URL matches answers the API's ``not_found``, and an unexpected error its
+    ``server_error``, whatever DEBUG is (the API's handler answers a lost database connection itself).
 
-    With DEBUG on (bin/run) Django answers such a path with its HTML debug page rather than ``handler404``.
-    Listed last, so CommonMiddleware still redirects a path missing only its slash.
+    With DEBUG on (bin/run) Django answers both with its debug page, SQL included, rather than
+    ``handler404`` and ``handler500``; it has logged the error by then. Listed last, so CommonMiddleware
+    still redirects a path missing only its slash.
     """
 
     def middleware(request):
         response = get_response(request)
-        if response.status_code == 404 and request.resolver_match is None and _is_api(request):
+        if not _is_api(request) or response.get("Content-Type", "").startswith("application/json"):
+            return response
+        if response.status_code == 404 and request.resolver_match is None:
             return page_not_found(request, None)
+        if response.status_code == 500:
+            return _api_server_error()
         return response
 
     return middleware
@@ -98,10 +105,14 @@ def server_error(request):
     # connection (a restart, a failover) rolled the request back and is worth retrying: 503.
     if connection_lost(sys.exc_info()[1]):
         return _database_unavailable(request)
-    # Never the exception's text: it can hold SQL, paths or data. The log has it.
     if _is_api(request):
-        return _api_error(500, "server_error", "Something went wrong on our side; it has been logged.")
+        return _api_server_error()
     return defaults.server_error(request)
+
+
+def _api_server_error() -> JsonResponse:
+    # Never the exception's text: it can hold SQL, paths or data. The log has it.
+    return _api_error(500, "server_error", "Something went wrong on our side; it has been logged.")
 
 
 def _database_unavailable(request) -> HttpResponse:
