@@ -90,3 +90,18 @@ def test_a_look_alike_guest_neither_uses_up_nor_escapes_the_real_ones_voucher_li
     with pytest.raises(VoucherInvalid) as refused:
         order_place(email=REAL, items=one, idempotency_key="r3", voucher="ONCE2")
     assert refused.value.payload["reason"] == "limit_per_customer"
+
+
+def test_a_user_staff_made_logs_in_by_its_email_in_any_case_but_not_by_a_look_alike(inbox):
+    User.objects.create_user(username="stan", email="Bob@Example.com", password=PASSWORD)
+
+    def token_user(name: str):
+        login = APIClient().post("/api/auth/token/", {"username": name, "password": PASSWORD}, format="json")
+        return _token_user(login) if login.status_code == 200 else login.status_code
+
+    assert token_user("bob@example.com") == "stan"
+    assert token_user(LOOK_ALIKE) == 400
+    api("password-reset/", {"email": LOOK_ALIKE})
+    assert inbox.take() == []  # a reset for a look-alike reaches nobody
+    api("password-reset/", {"email": "BOB@example.com"})
+    assert [message["To"] for message in inbox.take()] == [User.objects.get(username="stan").email]

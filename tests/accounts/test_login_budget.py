@@ -39,3 +39,21 @@ def test_names_that_find_nobody_share_the_clients_budget(ann):
 
     assert token_login("ann", PASSWORD, ip="10.1.1.1").status_code == 429
     assert token_login("ann", PASSWORD, ip="10.1.1.2").status_code == 200
+
+
+def test_passwords_tried_on_a_verification_link_count_against_the_accounts_budget(settings, inbox):
+    from django.test import Client
+
+    from tests.accounts.test_accounts import link_in, sign_up
+
+    settings.LOGIN_THROTTLE_RATE = "3/minute"
+    sign_up(Client(), username="cai", email="cai@example.com")
+    link = link_in(inbox.take()[0], "/accounts/verify/")
+    for n in range(3):
+        assert Client(REMOTE_ADDR=f"10.2.0.{n}").post(link, {"password": f"guess-{n}"}).status_code == 200
+
+    refused = Client(REMOTE_ADDR="10.2.0.9").post(link, {"password": PASSWORD})
+
+    assert refused.status_code == 429 and refused["Retry-After"]
+    assert token_login("cai", PASSWORD, ip="10.2.0.10").status_code == 429  # the same account's budget
+    assert not get_user_model().objects.get(username="cai").is_active
