@@ -20,7 +20,7 @@ from django.db.models import (
     Value,
     prefetch_related_objects,
 )
-from django.db.models.functions import Coalesce, Greatest, Now
+from django.db.models.functions import Coalesce, Greatest, Now, Round
 from django.utils import timezone
 
 from core.clock import db_now
@@ -330,7 +330,8 @@ def order_list_refund_drift(*, since: datetime | None = None) -> tuple[list[Orde
         drifted_orders = (
             Order.all_objects.filter(order_scope)
             .filter(Q(amount_refunded__gt=0) | Exists(Refund.objects.filter(order=OuterRef("pk"))))
-            .annotate(refunds_sum=Coalesce(Subquery(amounts), Value(0), output_field=DecimalField()))
+            # Rounded to the cent: SQLite (bin/run) adds amounts as floats.
+            .annotate(refunds_sum=Round(Coalesce(Subquery(amounts), Value(0), output_field=DecimalField()), 2))
             .exclude(amount_refunded=F("refunds_sum"))
             .order_by()
         )
@@ -392,19 +393,23 @@ def payment_list_refund_drift(*, since: datetime | None = None, order_ids=None) 
 
     def refunds_in(state: str):
         sums = Refund.objects.filter(payment=OuterRef("pk"), state=state).values("payment").annotate(sum=Sum("amount"))
-        return Coalesce(Subquery(sums.values("sum")), Value(Decimal(0)), output_field=money)
+        return Round(Coalesce(Subquery(sums.values("sum")), Value(Decimal(0)), output_field=money), 2)
 
-    charge = Coalesce(F("charged_amount"), F("amount"), output_field=money)  # ``Payment.charge`` and ``excess``
+    # ``Payment.charge`` and ``excess``. Sums rounded to the cent: SQLite (bin/run) adds amounts as floats.
+    charge = Coalesce(F("charged_amount"), F("amount"), output_field=money)
     rows = payments.annotate(
         booked=refunds_in(Refund.State.SUCCEEDED),
         under_way=refunds_in(Refund.State.REQUESTED),
         paid_order=ExpressionWrapper(Q(order__payment_reference=F("reference")), output_field=BooleanField()),
-        refunded=ExpressionWrapper(
-            F("amount_refunded") - Greatest(charge - F("amount"), Value(Decimal(0))), output_field=money
+        refunded=Round(
+            ExpressionWrapper(
+                F("amount_refunded") - Greatest(charge - F("amount"), Value(Decimal(0))), output_field=money
+            ),
+            2,
         ),
     ).filter(
         Q(paid_order=True, refunded__lt=F("booked"))
-        | Q(paid_order=True, refunded__gt=F("booked") + F("under_way"))
+        | Q(paid_order=True, refunded__gt=Round(F("booked") + F("under_way"), 2))
         | Q(paid_order=False, booked__gt=0)
         | Q(paid_order=False, under_way__gt=0)
         | Q(paid_order=False, state=Payment.State.REFUNDED, amount_refunded__lt=charge)
