@@ -15,6 +15,7 @@ from orders.models import Order
 from orders.services import order_place
 from tests.accounts.conftest import PASSWORD
 from tests.accounts.test_accounts import link_in, log_in, sign_up
+from tests.smtp import text_of
 
 pytestmark = pytest.mark.django_db
 
@@ -111,3 +112,26 @@ def test_a_verification_link_is_dead_once_the_password_changed(inbox):
 
     assert answers == [410, 410] and "_auth_user_id" not in visitor.session
     assert not User.objects.get(username="ann").is_active
+
+
+def test_through_the_api_too_a_reset_verifies_a_squatted_account_with_the_owners_password(inbox):
+    api = APIClient()
+    api.post(
+        "/api/accounts/signup/",
+        {"username": "mallory", "email": "vic@example.com", "password": SQUATTER_PASSWORD},
+        format="json",
+    )
+    inbox.take()
+
+    assert api.post("/api/accounts/password-reset/", {"email": "vic@example.com"}, format="json").status_code == 202
+    uid, token = re.search(r"/accounts/reset/([^/]+)/([^/]+)/", text_of(inbox.take()[0])).groups()
+    done = api.post(
+        "/api/accounts/password-reset/confirm/",
+        {"uid": uid, "token": token, "new_password": OWNER_PASSWORD},
+        format="json",
+    )
+
+    assert done.status_code == 200 and done.json()["email_verified"] is True
+    for password, answer in ((SQUATTER_PASSWORD, 400), (OWNER_PASSWORD, 200)):
+        login = api.post("/api/auth/token/", {"username": "vic@example.com", "password": password}, format="json")
+        assert login.status_code == answer, password
