@@ -14,12 +14,12 @@ from django.http import HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from core.admin import GrowingTableAdminMixin, ReadOnlyAdminMixin, SoftDeleteAdmin
 from core.errors import DomainError
+from core.moments import moment_format
 from core.money import money_format
 from orders.models import PAID_STATUSES, Order, OrderLine, Payment, PaymentEvent, Refund, ReturnRequest, Shipment
 from orders.selectors import order_list_deletable, order_list_overdue
@@ -186,7 +186,7 @@ class OrderLineInline(ReadOnlyAdminMixin, admin.TabularInline):
         return "; ".join(
             f"{r.quantity} {r.get_state_display().lower()}"
             + (f" ({r.get_release_reason_display().lower()})" if r.release_reason else "")
-            + (f" until {timezone.localtime(r.expires_at):%Y-%m-%d %H:%M}" if r.state == r.State.ACTIVE else "")
+            + (f" until {moment_format(r.expires_at)}" if r.state == r.State.ACTIVE else "")
             for r in line.reservations.all()
         )
 

@@ -1,8 +1,10 @@
 """The catalog's domain errors: SKUs that name no product, or one that is not for sale (yet)."""
 
+from datetime import datetime
 from http import HTTPStatus
 
 from core.errors import DomainError
+from core.moments import moment_format
 
 
 class UnknownProduct(DomainError):
@@ -23,4 +25,5 @@ class SaleNotStarted(DomainError):
     default_detail = "The sale of this product has not started yet."
 
     def explain(self) -> str:
-        return f"The sale of {self.payload['sku']} opens at {self.payload['starts_at']}."
+        starts_at = moment_format(datetime.fromisoformat(self.payload["starts_at"]))
+        return f"The sale of {self.payload['sku']} opens at {starts_at}."

@@ -36,7 +36,7 @@ def test_a_placed_order_is_emailed_once_with_its_deadline_and_a_link_to_pay(make
     assert message["To"] == "ann@example.com" and message["X-Envelope-To"] == "ann@example.com"
     assert message["Subject"] == f"Order {order.number}: your items are reserved"
     body = text_of(message)
-    deadline = timezone.localtime(order.expires_at).strftime("%Y-%m-%d %H:%M")
+    deadline = timezone.localtime(order.expires_at).strftime("%-d %b %Y, %H:%M UTC")  # as the pages write it
     assert order.number in body and deadline in body
     assert "2 x Logo mug (MUG) at €12.50 = €25.00" in body and "Total: €25.00" in body
     assert order.number in html_of(message) and deadline in html_of(message)
