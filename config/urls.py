@@ -64,6 +64,7 @@ api_patterns = [
 
 urlpatterns = [
     path("", shop_views.catalog, name="catalog"),
+    path("favicon.ico", shop_views.favicon, name="favicon"),
     path("products/<str:sku>/", shop_views.product_detail, name="product"),
     path("categories/<slug:slug>/", shop_views.category_detail, name="category"),
     path("cart/", shop_views.cart_view, name="cart"),

@@ -1,12 +1,13 @@
 """Catalog and cart pages. Thin: selectors read, shop.cart keeps the session cart."""
 
 import math
+from pathlib import Path
 
 from django import forms
 from django.contrib import messages
-from django.http import Http404
+from django.http import FileResponse, Http404
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from core.clock import db_now
 from core.errors import InvalidQuantity
@@ -22,6 +23,7 @@ from shop.selectors import (
 )
 
 PRODUCTS_PER_PAGE = 24
+FAVICON = Path(__file__).resolve().parent / "static" / "shop" / "favicon.ico"  # also at its static URL
 
 
 class CatalogFilterForm(forms.Form):
@@ -166,3 +168,11 @@ def cart_lines(request) -> list[dict]:
 def _name_of(sku: str) -> str:
     """The name of the product ``sku`` names, in or out of the catalog; "An item" if none does."""
     return next(iter(variant_names(skus=[sku]).values()), "An item")
+
+
+@require_safe
+def favicon(request):
+    """The shop's icon at /favicon.ico, where browsers and probes look for it without a ``<link>``."""
+    response = FileResponse(FAVICON.open("rb"), content_type="image/x-icon")
+    response["Cache-Control"] = "public, max-age=86400"
+    return response
