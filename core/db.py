@@ -5,6 +5,7 @@ or ``retry_on_deadlock`` instead of comparing numbers itself.
 """
 
 import datetime
+import decimal
 import functools
 import logging
 import time
@@ -293,6 +294,22 @@ def prefetched_set(instance: models.Model, related_name: str, objects: list[mode
         instance._prefetched_objects_cache = {}
     instance._prefetched_objects_cache[related_name] = related
     return instance
+
+
+_SQLITE_DIGITS = decimal.Context(prec=15)  # SQLite keeps a REAL's 15 significant digits, no more
+
+
+def decimal_from_db(field: models.DecimalField, value) -> decimal.Decimal | None:
+    """A decimal column's value read by plain SQL, as the ORM gives it: a ``Decimal`` of the field's places.
+
+    MariaDB hands back a ``Decimal``; SQLite a float (9.90 comes back as 9.9000000000000003552...), which
+    must not reach a price: it would equal no stored amount. Every plain-SQL read of a money or rate
+    column goes through here, as Django's own SQLite converter does for the ORM's reads.
+    """
+    if value is None:
+        return None
+    exact = _SQLITE_DIGITS.create_decimal_from_float(value) if isinstance(value, float) else decimal.Decimal(value)
+    return exact.quantize(decimal.Decimal(1).scaleb(-field.decimal_places), context=field.context)
 
 
 def select_in(model: type[models.Model], columns: str, **values_in) -> list[tuple]:

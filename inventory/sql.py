@@ -252,9 +252,10 @@ def ledger_sums_by_stock(*, after_id: int, through_id: int) -> dict[int, LedgerS
     """Each stock's sums of the movements with ids in (``after_id``, ``through_id``], by stock id: one read
     of that range of the ledger in id order (sequential however many stocks share it)."""
     movements = _table_of(StockMovement)
+    primary = " FORCE INDEX (PRIMARY)" if connection.vendor == "mysql" else ""  # SQLite has no index hints
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT stock_id, SUM(on_hand_delta), SUM(reserved_delta) FROM {movements} FORCE INDEX (PRIMARY)"
+            f"SELECT stock_id, SUM(on_hand_delta), SUM(reserved_delta) FROM {movements}{primary}"
             " WHERE id > %s AND id <= %s GROUP BY stock_id",
             [after_id, through_id],
         )

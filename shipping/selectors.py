@@ -5,6 +5,7 @@ from typing import NamedTuple
 
 from django.db import connection, models
 
+from core.db import decimal_from_db
 from shipping.models import AddressBookEntry, ShippingMethod, ShippingZone
 
 
@@ -34,9 +35,10 @@ def shipping_methods_statement() -> tuple[str, list]:
 
 
 def shipping_methods_from_rows(rows) -> list[ShippingOffer]:
-    """``shipping_methods_statement``'s rows as offers (amounts as ``Decimal``, countries as ISO codes)."""
+    """``shipping_methods_statement``'s rows as offers (amounts as the ORM reads them, countries as ISO codes)."""
+    price_field, free_field = ShippingMethod._meta.get_field("price"), ShippingMethod._meta.get_field("free_above")
     return [
-        ShippingOffer(pk, name, Decimal(price), None if free is None else Decimal(free), low, high,
+        ShippingOffer(pk, name, decimal_from_db(price_field, price), decimal_from_db(free_field, free), low, high,
                       frozenset(code for code in countries.split(",") if code))
         for pk, name, price, free, low, high, countries in rows
     ]  # fmt: skip

@@ -20,7 +20,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce, Now
 
-from core.db import select_in, select_in_statement
+from core.db import decimal_from_db, select_in, select_in_statement
 from core.errors import InvalidInput
 from shop.errors import ProductUnavailable, SaleNotStarted, UnknownProduct
 from shop.models import SKU_MAX_LENGTH, Category, OptionValue, Product, ProductImage, ProductVariant, sku_normalise
@@ -106,7 +106,7 @@ def variants_for_sale_from_rows(rows) -> dict[str, VariantForSale]:
     return {
         sku: VariantForSale(
             pk,
-            price.to_python(value),
+            decimal_from_db(price, value),
             bool(is_active) and not is_deleted,
             limit,
             when(starts_at),
@@ -114,7 +114,7 @@ def variants_for_sale_from_rows(rows) -> dict[str, VariantForSale]:
             bool(requires_shipping),
             weight,
             tax_class,
-            None if sale_price is None else price.to_python(sale_price),
+            decimal_from_db(price, sale_price),
             when(sale_from),
             when(sale_until),
         )

@@ -4,6 +4,7 @@ from decimal import Decimal
 
 from django.db import connection
 
+from core.db import decimal_from_db
 from tax.models import TaxRate
 
 
@@ -34,6 +35,7 @@ def tax_rates_statement(*, countries) -> tuple[str, list]:
 def tax_rates_from_rows(rows) -> TaxRates:
     """``tax_rates_statement``'s rows; of two live defaults of one country (clean() forbids them), the first."""
     rates: dict[tuple[str, int | None], Decimal] = {}
+    rate_field = TaxRate._meta.get_field("rate")
     for country, tax_class_id, rate in rows:
-        rates.setdefault((country, tax_class_id), Decimal(rate))
+        rates.setdefault((country, tax_class_id), decimal_from_db(rate_field, rate))
     return TaxRates(rates)

@@ -3,18 +3,18 @@
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from datetime import datetime
-from decimal import Decimal
 from typing import NamedTuple
 
 from django.db import connection
 from django.db.models import Count, Q
 
-from core.db import statements_run
+from core.db import decimal_from_db, statements_run
 from vouchers import sql
 from vouchers.models import Voucher, VoucherUse, voucher_code_normal
 from vouchers.rules import VoucherTerms
 
 HOLDING = (VoucherUse.State.RESERVED, VoucherUse.State.COMMITTED)
+VALUE, MINIMUM = Voucher._meta.get_field("value"), Voucher._meta.get_field("minimum_subtotal")
 
 
 class VoucherReads(NamedTuple):
@@ -49,9 +49,6 @@ def vouchers_read_from_rows(vouchers, products, categories, uses, variants) -> V
     def when(value):
         return None if value is None else connection.ops.convert_datetimefield_value(value, None, connection)
 
-    def amount(value):
-        return None if value is None else Decimal(value)
-
     product_ids, paths = defaultdict(set), defaultdict(list)
     for voucher_id, product_id in products:
         product_ids[voucher_id].add(product_id)
@@ -67,7 +64,8 @@ def vouchers_read_from_rows(vouchers, products, categories, uses, variants) -> V
                 if product_id in product_ids[pk] or any((path or "").startswith(prefix) for prefix in paths[pk])
             )
         terms[code] = VoucherTerms(
-            pk, code, kind, amount(value), amount(minimum), when(starts), when(ends), limit, per_customer, eligible,
+            pk, code, kind, decimal_from_db(VALUE, value), decimal_from_db(MINIMUM, minimum), when(starts), when(ends),
+            limit, per_customer, eligible,
             uses=reserved + committed,
         )  # fmt: skip
     return VoucherReads(terms, Counter({(voucher_id, buyer): n for voucher_id, buyer, n in uses}))

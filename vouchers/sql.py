@@ -28,9 +28,10 @@ def _in(values) -> str:
 
 
 def vouchers_statement(*, codes: list[str], lock: bool) -> tuple[str, list]:
-    """The vouchers of ``codes`` not deleted, in id order (``lock``: their rows FOR UPDATE)."""
+    """The vouchers of ``codes`` not deleted, in id order (``lock``: their rows FOR UPDATE; SQLite, which has
+    no FOR UPDATE, locks the whole file for the writing transaction instead)."""
     sql = f"SELECT {TERMS_COLUMNS} FROM {_VOUCHER} WHERE code IN ({_in(codes)}) AND is_deleted = 0 ORDER BY id"
-    return sql + (" FOR UPDATE" if lock else ""), list(codes)
+    return sql + (" FOR UPDATE" if lock and connection.features.has_select_for_update else ""), list(codes)
 
 
 def voucher_products_statement(*, codes: list[str]) -> tuple[str, list]:
