@@ -93,7 +93,14 @@ class RefundInline(ReadOnlyAdminMixin, admin.TabularInline):
 
     @admin.display(description="units")
     def units(self, refund):
-        return ", ".join(f"{line.quantity} x {line.order_line.variant.sku}" for line in refund.lines.all()) or "-"
+        return (
+            ", ".join(
+                f"{line.quantity} x {line.order_line.variant.sku}"
+                + (f" ({line.quantity_restocked} restocked)" if line.quantity_restocked else "")
+                for line in refund.lines.all()
+            )
+            or "-"
+        )
 
 
 def _return_units(request: ReturnRequest) -> str:
@@ -165,6 +172,7 @@ class OrderLineInline(ReadOnlyAdminMixin, admin.TabularInline):
         "quantity",
         "quantity_shipped",
         "quantity_refunded",
+        "quantity_returned",
         "unit_price_shown",
         "line_total_shown",
         "reservation",
@@ -200,7 +208,11 @@ class RefundForm(forms.Form):
     """A refund: per line the units it gives back (none by default), the shipping, and whether to restock."""
 
     shipping = forms.BooleanField(required=False, label="Refund the shipping")
-    restock = forms.BooleanField(required=False, label="Put the units back on hand")
+    restock = forms.BooleanField(
+        required=False,
+        label="Put the units back on hand",
+        help_text="Those not shipped yet, which the refund takes first; units at the customer come back with a return.",
+    )
 
     def __init__(self, *args, order, lines, **kwargs):
         super().__init__(*args, **kwargs)
@@ -213,7 +225,7 @@ class RefundForm(forms.Form):
                 max_value=left,
                 initial=0,
                 help_text=f"{line.quantity_refunded} of {line.quantity} refunded already; "
-                f"{line.quantity_shipped} shipped.",
+                f"{line.quantity_shipped} shipped, {line.quantity_returned} returned.",
             )
         if order.shipping_refunded or not order.shipping_price:
             del self.fields["shipping"]
@@ -238,13 +250,14 @@ class ShipForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.lines = lines
         for line in lines:
-            left = line.quantity - line.quantity_shipped
+            units = line.units
             self.fields[f"line_{line.pk}"] = forms.IntegerField(
                 label=f"{line.variant.name} ({line.variant.sku})",
                 min_value=0,
-                max_value=left,
-                initial=left,
-                help_text=f"{line.quantity_shipped} of {line.quantity} shipped already.",
+                max_value=units.shippable,
+                initial=units.shippable,
+                help_text=f"{units.shipped} of {units.ordered} shipped already"
+                + (f"; {units.cancelled} refunded before shipping." if units.cancelled else "."),
             )
 
     def tracking(self) -> Tracking:
@@ -482,7 +495,7 @@ class OrderAdmin(GrowingTableAdminMixin, SoftDeleteAdmin):
     def has_refund_permission(self, request):
         return request.user.has_perm("orders.refund_order")
 
-    @admin.action(description="Refund selected paid orders and restock their units", permissions=["refund"])
+    @admin.action(description="Refund selected paid orders and restock their units not shipped", permissions=["refund"])
     def refund_and_restock(self, request, queryset):
         return self._refund(request, queryset, restock=True)
 
@@ -505,11 +518,11 @@ class OrderAdmin(GrowingTableAdminMixin, SoftDeleteAdmin):
                 refused.append(f"{order.number} ({exc.code}: {exc.detail})")
                 continue
             (refunded if order.status == Order.Status.REFUNDED else sent).append(order.number)
-        restocked = "; their units are back on hand" if restock else ""
+        restocked = "; their units not shipped are back on hand" if restock else ""
         if refunded:
             self.message_user(request, f"Refunded {len(refunded)} order(s){restocked}: {', '.join(refunded)}.")
         if sent:
-            then = " and their units go back on hand" if restock else ""
+            then = " and their units not shipped go back on hand" if restock else ""
             self.message_user(
                 request,
                 f"Refund sent to the provider for {', '.join(sent)}; they turn refunded{then} when the payment "

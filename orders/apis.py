@@ -82,6 +82,11 @@ class OrderLineOutputSerializer(serializers.Serializer):
     quantity = serializers.IntegerField()
     quantity_shipped = serializers.IntegerField(help_text="Units sent in shipments so far.")
     quantity_refunded = serializers.IntegerField(help_text="Units refunded so far (or being refunded).")
+    quantity_returned = serializers.IntegerField(
+        help_text="Of those, units shipped that came back with an accepted return; a refund takes units not yet "
+        "shipped first, so what is left to ship is quantity - quantity_shipped, less the refunded units beyond "
+        "those returned and shipped."
+    )
     unit_price = _money()
     line_total = _money()
     tax_rate = _rate()
@@ -102,12 +107,19 @@ class ShipmentOutputSerializer(serializers.Serializer):
     lines = ShipmentLineOutputSerializer(many=True, source="lines.all")
 
 
+class RefundLineOutputSerializer(ShipmentLineOutputSerializer):
+    restocked = serializers.IntegerField(
+        source="quantity_restocked",
+        help_text="Of them, units put back on hand once it succeeds: a return's, or with restock those never shipped.",
+    )
+
+
 class RefundOutputSerializer(serializers.Serializer):
     amount = _money(help_text="What went back: the units' share of what the lines paid, plus the shipping part.")
     shipping = _money(help_text="The shipping's part of amount.")
     state = serializers.CharField(help_text="requested (the provider is confirming it) or succeeded.")
     refunded_at = serializers.DateTimeField(source="created_at")
-    lines = ShipmentLineOutputSerializer(many=True, source="lines.all")
+    lines = RefundLineOutputSerializer(many=True, source="lines.all")
 
 
 class ReturnOutputSerializer(serializers.Serializer):
@@ -201,6 +213,7 @@ class OrderOutputSerializer(serializers.Serializer):
                     "quantity": int(line.quantity),
                     "quantity_shipped": int(line.quantity_shipped),
                     "quantity_refunded": int(line.quantity_refunded),
+                    "quantity_returned": int(line.quantity_returned),
                     "unit_price": money.to_representation(line.unit_price),
                     "line_total": money.to_representation(line.line_total),
                     "tax_rate": rate.to_representation(line.tax_rate),
@@ -230,7 +243,11 @@ class OrderOutputSerializer(serializers.Serializer):
                     "state": str(refund.state),
                     "refunded_at": time.to_representation(refund.created_at),
                     "lines": [
-                        {"sku": str(line.order_line.variant.sku), "quantity": int(line.quantity)}
+                        {
+                            "sku": str(line.order_line.variant.sku),
+                            "quantity": int(line.quantity),
+                            "restocked": int(line.quantity_restocked),
+                        }
                         for line in refund.lines.all()
                     ],
                 }
@@ -398,6 +415,7 @@ class OrderCollectionApi(generics.ListAPIView):
 class QuoteLineOutputSerializer(OrderLineOutputSerializer):
     quantity_shipped = None  # a quote ships nothing
     quantity_refunded = None
+    quantity_returned = None
 
 
 class QuoteOutputSerializer(serializers.Serializer):
@@ -579,7 +597,10 @@ class OrderRefundApi(APIView):
     permission_classes = [RefundPermission]
 
     class OrderRefundInputSerializer(serializers.Serializer):
-        restock = serializers.BooleanField(help_text="Put the units back on hand (ledger: refund_restock).")
+        restock = serializers.BooleanField(
+            help_text="Put back on hand (ledger: refund_restock) the units not yet shipped, which a refund takes "
+            "first; units at the customer are refunded and not restocked (a return brings them back)."
+        )
         lines = OrderLineQuantityInputSerializer(
             many=True,
             required=False,
@@ -651,7 +672,7 @@ class OrderShipApi(APIView):
             required=False,
             allow_empty=False,
             max_length=settings.MAX_ORDER_LINES,
-            help_text="Omit: every unit left to ship.",
+            help_text="Omit: every unit left to ship (neither shipped nor refunded).",
         )
 
     @extend_schema(
@@ -707,8 +728,8 @@ class OrderReturnApi(APIView):
             404: NOT_FOUND,
             409: OpenApiResponse(
                 LinesRefusedSerializer,
-                description="return_not_allowed (lines: sku, requested, left): only units shipped, not refunded "
-                "and not asked back already",
+                description="return_not_allowed (lines: sku, requested, left): only units shipped, neither "
+                "returned nor refunded, and not asked back already",
             ),
         },
     )

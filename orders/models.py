@@ -8,6 +8,7 @@ from django.db.models import F, Q
 
 from core.models import BaseModel
 from core.money import money_format
+from orders.units import LineUnits
 from shipping.addresses import address_lines
 
 # No 0/O/1/I: numbers get read out over the phone.
@@ -169,6 +170,9 @@ class OrderLine(BaseModel):
     quantity_shipped = models.PositiveIntegerField(default=0)
     # Units refunded so far (or being refunded): never more than ordered, whichever refunds race.
     quantity_refunded = models.PositiveIntegerField(default=0)
+    # Of those, units shipped that came back with an accepted return. ``units`` says what the four counts
+    # leave to ship, return and refund (``orders.units``); ``reconcile`` reports a line that breaks its rule.
+    quantity_returned = models.PositiveIntegerField(default=0, db_default=0)  # raw INSERTs may leave it out
     # Snapshot: a later price change must not change what the customer agreed to pay.
     unit_price = models.DecimalField(max_digits=12, decimal_places=2)
     line_total = models.DecimalField(max_digits=12, decimal_places=2)  # unit price x quantity
@@ -201,6 +205,15 @@ class OrderLine(BaseModel):
     @property
     def quantity_left_to_refund(self) -> int:
         return self.quantity - self.quantity_refunded
+
+    @property
+    def units(self) -> LineUnits:
+        return LineUnits(
+            ordered=self.quantity,
+            shipped=self.quantity_shipped,
+            refunded=self.quantity_refunded,
+            returned=self.quantity_returned,
+        )
 
     def __str__(self):
         return f"{self.quantity} x {self.variant_id}"
@@ -300,11 +313,17 @@ class RefundLine(BaseModel):
     order_line = models.ForeignKey(OrderLine, on_delete=models.PROTECT, related_name="refund_lines")
     quantity = models.PositiveIntegerField()
     amount = models.DecimalField(max_digits=12, decimal_places=2)  # those units' share of what the line paid
+    # Of them, those put back on hand when the refund succeeds: a return's units, or those of a refund
+    # with ``restock`` that were never shipped (``LineUnits.cancels``); a unit at the customer never is.
+    quantity_restocked = models.PositiveIntegerField(default=0, db_default=0)
 
     class Meta(BaseModel.Meta):
         ordering = ["id"]
         constraints = [
             models.CheckConstraint(condition=Q(quantity__gt=0) & Q(amount__gte=0), name="refund_line_positive"),
+            models.CheckConstraint(
+                condition=Q(quantity_restocked__lte=F("quantity")), name="refund_line_restocked_within_quantity"
+            ),
             models.UniqueConstraint(fields=["refund", "order_line"], name="refund_line_one_per_order_line"),
         ]
 

@@ -25,8 +25,9 @@ from django.utils import timezone
 
 from core.clock import db_now
 from core.collation import Exact
-from inventory.models import Reservation
+from inventory.models import Reservation, StockMovement
 from orders.models import PAID_STATUSES, Order, OrderLine, Payment, Refund, RefundLine, ReturnLine, ReturnRequest
+from orders.units import REFUND_RESTOCK
 from vouchers.models import VoucherUse
 
 # What the order pages and the API show of what happened after payment: shipments, refunds, returns.
@@ -271,7 +272,8 @@ def order_last_shipping_address(*, customer) -> dict | None:
 
 
 def order_units_returnable(order: Order, *, lines: dict[str, OrderLine] | None = None) -> dict[str, int]:
-    """Per SKU, the units the buyer may still ask to return: shipped, not refunded, not asked back already."""
+    """Per SKU, the units the buyer may still ask to return: at the customer and not refunded
+    (``LineUnits.returnable``), less those open returns ask back already."""
     if lines is None:
         lines = {line.variant.sku: line for line in order.lines.select_related("variant").order_by("pk")}
     open_requests = (
@@ -280,10 +282,52 @@ def order_units_returnable(order: Order, *, lines: dict[str, OrderLine] | None =
         .annotate(units=Sum("quantity"))
     )
     asked = {row["order_line"]: row["units"] for row in open_requests}
-    return {
-        sku: max(0, min(line.quantity_shipped, line.quantity - line.quantity_refunded) - asked.get(line.pk, 0))
-        for sku, line in lines.items()
-    }
+    return {sku: max(0, line.units.returnable - asked.get(line.pk, 0)) for sku, line in lines.items()}
+
+
+def order_line_list_units_broken(*, since: datetime | None = None) -> list[OrderLine]:
+    """Lines that break the unit rule (``LineUnits.broken``), counting the units their refunds put back on
+    hand by the ledger, or whose returned units differ from their returns' refunds made or under way; in id
+    order, each with its ``problems`` (what ``reconcile`` prints).
+
+    ``since`` as ``order_list_refund_drift`` (the lines of orders, or of refunds, changed since then). None:
+    every line that can break it: with returned units or a restock (their counts within their CHECKs), or
+    more shipped or refunded than ordered.
+    """
+    live_returns = Refund.objects.filter(source=Refund.Source.RETURN).exclude(state=Refund.State.FAILED)
+    return_lines = RefundLine.objects.filter(refund__in=live_returns)
+    restocks = StockMovement.objects.filter(reason=REFUND_RESTOCK)
+    if since is None:
+        scopes = [
+            Q(quantity_returned__gt=0) | Q(quantity_shipped__gt=F("quantity")) | Q(quantity_refunded__gt=F("quantity")),
+            Q(pk__in=restocks.filter(order_line__isnull=False).values("order_line")),
+            Q(pk__in=return_lines.values("order_line")),
+        ]
+    else:
+        refunds_changed = Refund.all_objects.filter(updated_at__gte=since).values("order")
+        counted = (
+            Q(quantity_refunded__gt=0) | Q(quantity_returned__gt=0) | Exists(restocks.filter(order_line=OuterRef("pk")))
+        )
+        scopes = [Q(order__updated_at__gte=since) & counted, Q(order__in=refunds_changed)]
+
+    def summed(rows, field: str) -> Coalesce:
+        per_line = rows.filter(order_line=OuterRef("pk")).values("order_line").annotate(sum=Sum(field))
+        return Coalesce(Subquery(per_line.values("sum")), Value(0))
+
+    broken = {}
+    for scope in scopes:
+        lines = OrderLine.objects.filter(scope).annotate(
+            returns=summed(return_lines, "quantity"), restocked=summed(restocks, "on_hand_delta")
+        )
+        for line in lines.order_by():
+            line.problems = line.units.broken(restocked=line.restocked)
+            if line.returns != line.quantity_returned:
+                line.problems.append(f"{line.quantity_returned} returned, their returns' refunds {line.returns}")
+            if line.problems:
+                broken[line.pk] = line
+    found = sorted(broken.values(), key=lambda line: line.pk)
+    prefetch_related_objects(found, "order", "variant")
+    return found
 
 
 def return_find(*, pk: int) -> ReturnRequest | None:

@@ -1,10 +1,11 @@
 """Shipping a paid order: some of its lines now and the rest later, each shipment with its tracking.
 
 Shipping moves no stock (paying committed it) and so takes no SKU lock. What it guards is the lines:
-a shipment never sends more of a line than is left, also when two staff ship the same order at once.
-The order's row is locked (``SELECT ... FOR UPDATE``) for the transaction, so shipments of one order
-go one after the other, and each line's count moves by a conditional UPDATE under a CHECK constraint,
-so a lost row lock still cannot ship a unit twice.
+a shipment never sends more of a line than is left (``LineUnits.shippable``: neither shipped nor refunded
+before shipping), also when two staff ship the same order at once or one refunds it meanwhile. The
+order's row is locked (``SELECT ... FOR UPDATE``) for the transaction, as refunds and returns lock it, so
+they go one after the other, and each line's count moves by a conditional UPDATE on the line's counts
+under a CHECK constraint, so a lost row lock still cannot ship a unit twice nor one refunded.
 """
 
 import logging
@@ -35,7 +36,7 @@ class Tracking:
 def order_ship(*, order: Order, tracking: Tracking, quantities: dict[str, int] | None = None, actor=None) -> Shipment:
     """Ship ``quantities`` (units by SKU; None: everything left) of a paid order with ``tracking``.
 
-    The order turns ``partially_shipped``, or ``shipped`` once every unit has gone. Refused, changing
+    The order turns ``partially_shipped``, or ``shipped`` once nothing is left to ship. Refused, changing
     nothing: an order not paid or shipped in full already (``OrderNotShippable``), a SKU not in the
     order, a quantity that is not a whole number of at least 1 (``InvalidInput``), more than is left
     of a line (``ShipmentExceedsOrder``).
@@ -49,8 +50,10 @@ def order_ship(*, order: Order, tracking: Tracking, quantities: dict[str, int] |
         lines = {line.variant.sku: line for line in order.lines.select_related("variant").order_by("pk")}
         wanted = _quantities_checked(lines, quantities)
         for sku, quantity in wanted.items():
-            # Guarded: the CHECK (shipped <= quantity) stands behind it.
-            if not OrderLine.objects.filter(pk=lines[sku].pk, quantity_shipped__lte=F("quantity") - quantity).update(
+            # Guarded as ``shippable`` counts (shipped + refunded not returned <= quantity, the refunds before
+            # shipping being those beyond what was shipped); the CHECK (shipped <= quantity) stands behind it.
+            room = F("quantity") - F("quantity_refunded") + F("quantity_returned") - quantity
+            if not OrderLine.objects.filter(pk=lines[sku].pk, quantity_shipped__lte=room).update(
                 quantity_shipped=F("quantity_shipped") + quantity
             ):
                 raise ShipmentExceedsOrder(number=order.number, lines=[{"sku": sku, "requested": quantity}])
@@ -67,8 +70,7 @@ def order_ship(*, order: Order, tracking: Tracking, quantities: dict[str, int] |
                 for sku, quantity in wanted.items()
             ]
         )
-        left = sum(line.quantity - line.quantity_shipped for line in order.lines.all())
-        status = Status.SHIPPED if left == 0 else Status.PARTIALLY_SHIPPED
+        status = Status.PARTIALLY_SHIPPED if order_units_shippable(order) else Status.SHIPPED
         if order.status != status:
             order_transition(order, from_statuses=SHIPPABLE, to=status)
     logger.info(
@@ -78,9 +80,20 @@ def order_ship(*, order: Order, tracking: Tracking, quantities: dict[str, int] |
     return shipment
 
 
+def order_units_shippable(order: Order) -> int:
+    """Units of the order left to ship, as its lines count them now."""
+    return sum(line.units.shippable for line in order.lines.all())
+
+
+def order_shipped_if_nothing_left(order: Order) -> None:
+    """A partially shipped order whose last units left to ship were refunded is shipped: nothing more goes."""
+    if order.status == Status.PARTIALLY_SHIPPED and not order_units_shippable(order):
+        order_transition(order, from_statuses=[Status.PARTIALLY_SHIPPED], to=Status.SHIPPED)
+
+
 def _quantities_checked(lines: dict[str, OrderLine], quantities: dict[str, int] | None) -> dict[str, int]:
     """The units to ship by SKU, in line order: those asked, checked against the lines, or all that is left."""
-    left = {sku: line.quantity - line.quantity_shipped for sku, line in lines.items()}
+    left = {sku: line.units.shippable for sku, line in lines.items()}
     if quantities is None:
         wanted = {sku: units for sku, units in left.items() if units > 0}
         if not wanted:

@@ -33,11 +33,11 @@ from inventory.services import stock_restock
 from orders.errors import OrderNotFound, OrderNotRefundable, RefundExceedsOrder, RefundFailed
 from orders.models import PAID_STATUSES, Order, OrderLine, Payment, Refund, RefundLine
 from orders.payments import provider_for
+from orders.services.fulfilment import order_shipped_if_nothing_left
 from orders.services.lifecycle import order_transition
 from orders.services.lines import line_quantities_checked
+from orders.units import REFUND_RESTOCK
 from vouchers.services import voucher_use_release
-
-REFUND_RESTOCK = "refund_restock"  # the ledger reason of units a refund puts back on hand
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +54,10 @@ def order_refund(
     source: str = Refund.Source.STAFF,
 ) -> Order:
     """Refund ``quantities`` (units by SKU) of a paid order, and its shipping if ``shipping``; None:
-    everything left, shipping included (a full refund is the refund of every line). With ``restock`` the
-    units go back on hand (ledger reason ``refund_restock``, naming the order and line).
+    everything left, shipping included (a full refund is the refund of every line). A refund takes a
+    line's units not yet shipped first (``orders.units``): with ``restock`` those go back on hand (ledger
+    reason ``refund_restock``, naming the order and line); units at the customer never do (a return
+    brings them back), so they are refunded and not restocked.
 
     Refunded in full already, or every unit claimed by refunds still under way: the order as it is.
     Refused, changing nothing: an order not paid (``OrderNotRefundable``), a SKU not in the order or a
@@ -93,15 +95,16 @@ def refund_send(refund: Refund, *, resume: bool = False) -> None:
 
 
 def refund_complete(refund: Refund) -> bool:
-    """The provider refunded it: mark it so, put its units back on hand if staff asked, and turn the
-    order refunded once all it paid is back. Once, whoever calls; True if this call completed it."""
+    """The provider refunded it: mark it so, put back on hand the units it restocks (``quantity_restocked``),
+    and turn the order shipped once nothing is left to ship, refunded once all it paid is back. Once,
+    whoever calls; True if this call completed it."""
     order = refund.order
     with stock_section(skus=order.skus):
         if not Refund.objects.filter(pk=refund.pk, state=Refund.State.REQUESTED).update(state=Refund.State.SUCCEEDED):
             return False
-        if refund.restock:
-            for line in refund.lines.select_related("order_line__variant"):
-                _units_restock(line.order_line, line.quantity, actor=refund.requested_by)
+        for line in refund.lines.filter(quantity_restocked__gt=0).select_related("order_line__variant"):
+            _units_restock(line.order_line, line.quantity_restocked, actor=refund.requested_by)
+        order_shipped_if_nothing_left(Order.all_objects.select_for_update().get(pk=order.pk))
         _payment_counts_ours(order.pk, refund.payment_id)
         _order_refunded_if_paid_back(order.pk, refund.payment_id)
     logger.info(
@@ -199,7 +202,7 @@ def refund_claim(
         if payment is None:  # refunded in full at the provider meanwhile: its webhook is on its way
             raise OrderNotRefundable(number=order.number, status=order.status)
         lines = {line.variant.sku: line for line in order.lines.select_related("variant").order_by("pk")}
-        wanted = _quantities_checked(lines, quantities)
+        wanted = _quantities_checked(lines, quantities, returning=source == Refund.Source.RETURN)
         shipping_left = _shipping_left(order)
         if shipping and not everything and shipping_left == 0 and order.shipping_refunded:
             raise RefundExceedsOrder(number=order.number, lines=[], shipping=True)
@@ -228,12 +231,20 @@ def refund_claim(
 
 
 def _claim_locked(order, payment, *, wanted, lines, with_shipping, amount, restock, actor, source, state) -> Refund:
-    """Move the lines' and the order's refunded counts and record the refund; the order's row is locked.
-    Each UPDATE is guarded, with a CHECK behind it: a lost row lock still cannot refund twice."""
+    """Move the lines' and the order's refunded counts (and a return's returned units) and record the refund;
+    the order's row is locked. Each UPDATE is guarded, with a CHECK behind it: a lost row lock still cannot
+    refund twice, nor take back a unit that was not shipped or came back already."""
+    returning = source == Refund.Source.RETURN
+    restocked = {}
     for sku, units in wanted.items():
-        if not OrderLine.objects.filter(pk=lines[sku].pk, quantity_refunded__lte=F("quantity") - units).update(
-            quantity_refunded=F("quantity_refunded") + units
-        ):
+        line = lines[sku]
+        restocked[sku] = units if returning else line.units.cancels(units) if restock else 0
+        guarded = OrderLine.objects.filter(pk=line.pk, quantity_refunded__lte=F("quantity") - units)
+        changes = {"quantity_refunded": F("quantity_refunded") + units}
+        if returning:
+            guarded = guarded.filter(quantity_returned__lte=F("quantity_shipped") - units)
+            changes["quantity_returned"] = F("quantity_returned") + units
+        if not guarded.update(**changes):
             raise RefundExceedsOrder(number=order.number, lines=[{"sku": sku, "requested": units}])
     claimed = Order.all_objects.filter(pk=order.pk, amount_refunded__lte=F("total") - amount)
     if with_shipping:
@@ -260,6 +271,7 @@ def _claim_locked(order, payment, *, wanted, lines, with_shipping, amount, resto
                 order_line=lines[sku],
                 quantity=units,
                 amount=_units_amount(order, lines[sku], units),
+                quantity_restocked=restocked[sku],
             )
             for sku, units in wanted.items()
             if units > 0
@@ -276,9 +288,11 @@ def _refund_fail(refund: Refund) -> None:
         Order.all_objects.select_for_update().filter(pk=refund.order_id).first()
         if not Refund.objects.filter(pk=refund.pk, state=Refund.State.REQUESTED).update(state=Refund.State.FAILED):
             return
+        returned = refund.source == Refund.Source.RETURN
         for line in refund.lines.all():
             OrderLine.objects.filter(pk=line.order_line_id).update(
-                quantity_refunded=F("quantity_refunded") - line.quantity
+                quantity_refunded=F("quantity_refunded") - line.quantity,
+                **({"quantity_returned": F("quantity_returned") - line.quantity} if returned else {}),
             )
         given_back = {"amount_refunded": F("amount_refunded") - refund.amount}
         if refund.shipping > 0:
@@ -350,9 +364,12 @@ def _shipping_left(order: Order) -> Decimal:
     return order.shipping_price + (0 if order.prices_include_tax else order.shipping_tax)
 
 
-def _quantities_checked(lines: dict[str, OrderLine], quantities: dict[str, int] | None) -> dict[str, int]:
-    """The units to refund by SKU, in line order: those asked, checked against the lines, or all left."""
-    left = {sku: line.quantity_left_to_refund for sku, line in lines.items()}
+def _quantities_checked(
+    lines: dict[str, OrderLine], quantities: dict[str, int] | None, *, returning: bool = False
+) -> dict[str, int]:
+    """The units to refund by SKU, in line order: those asked, checked against the lines (what is left to
+    refund, or for a return what is at the customer and not refunded), or all left."""
+    left = {sku: line.units.returnable if returning else line.units.refundable for sku, line in lines.items()}
     if quantities is None:
         return {sku: units for sku, units in left.items() if units > 0}
     return line_quantities_checked(lines, quantities, left=left, exceeds=lambda over: RefundExceedsOrder(lines=over))

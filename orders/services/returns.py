@@ -1,10 +1,12 @@
 """Returns: a buyer asks to send back units of a shipped order; staff accept (refund and restock) or refuse.
 
-Only units shipped, and neither refunded nor asked back by another open return, can be asked for. A
-request is recorded holding the order's row (``SELECT ... FOR UPDATE``), so two requests never ask back
-the same unit. Accepting claims the refund of those units (restocked, ``source=return``) in the same
-transaction that marks the return accepted, so two staff accepting at once refund it once; the provider
-is asked after the commit, as for any refund (``orders.services.refunds``). Each step is emailed.
+Only units at the customer (``LineUnits.returnable``: shipped, neither returned nor refunded) and not
+asked back by another open return can be asked for: never a unit that was not shipped. A request is
+recorded holding the order's row (``SELECT ... FOR UPDATE``), so two requests never ask back the same
+unit. Accepting claims the refund of those units (``source=return``: counted returned, restocked) in the
+same transaction that marks the return accepted, checked again against what is at the customer then, so
+two staff accepting at once refund it once; the provider is asked after the commit, as for any refund
+(``orders.services.refunds``). Each step is emailed.
 """
 
 import logging
@@ -27,7 +29,7 @@ def return_request_create(*, order: Order, quantities: dict[str, int], reason: s
     """Record the buyer's request to return ``quantities`` (units by SKU) of ``order``, with their ``reason``.
 
     Refused, recording nothing: a SKU not in the order, a quantity below 1 or nothing asked
-    (``InvalidInput``), more of a line than was shipped and is not yet refunded or asked back
+    (``InvalidInput``), more of a line than is at the customer, not refunded and not asked back
     (``ReturnNotAllowed``, with the units left per SKU).
     """
     if not isinstance(reason, str) or len(reason) > 1000:
@@ -58,8 +60,8 @@ def return_request_create(*, order: Order, quantities: dict[str, int], reason: s
 
 def return_request_accept(*, return_request: ReturnRequest, actor=None, answer: str = "") -> ReturnRequest:
     """Accept a requested return: its units are refunded and put back on hand. ``ReturnAlreadyDecided``
-    if it was accepted or refused already; the refund's own refusals (``RefundExceedsOrder`` when staff
-    refunded those units meanwhile, ``RefundFailed``) leave it requested."""
+    if it was accepted or refused already; the refund's own refusals (``RefundExceedsOrder`` when those
+    units were refunded meanwhile, ``RefundFailed``) leave it requested."""
     with transaction.atomic():
         locked = ReturnRequest.objects.select_for_update().select_related("order").get(pk=return_request.pk)
         if locked.state != State.REQUESTED:

@@ -299,7 +299,7 @@ def test_refund_and_restock_says_so_and_restocks_once_whoever_finishes_the_refun
     response = run_action(staff_admin, "refund_and_restock", order, post="yes")
     refund_confirmed(payment)  # (again) later: nothing more
 
-    assert messages_of(response) == [f"Refunded 1 order(s); their units are back on hand: {order.number}."]
+    assert messages_of(response) == [f"Refunded 1 order(s); their units not shipped are back on hand: {order.number}."]
     assert Order.objects.get(pk=order.pk).status == Order.Status.REFUNDED
     assert provider.refunds == [payment.reference]
     assert (stock_of(mug).on_hand, stock_of(mug).reserved) == (5, 0)
@@ -333,8 +333,8 @@ def test_a_refund_the_busy_stock_holds_up_is_reported_as_sent_and_restocks_when_
     busy.set()
 
     assert messages_of(response) == [
-        f"Refund sent to the provider for {order.number}; they turn refunded and their units go back on hand "
-        "when the payment sweep finishes it (the stock was busy just now)."
+        f"Refund sent to the provider for {order.number}; they turn refunded and their units not shipped go "
+        "back on hand when the payment sweep finishes it (the stock was busy just now)."
     ]
     assert Order.objects.get(pk=order.pk).status == Order.Status.PAID and stock_of(mug).on_hand == 3
     refund_confirmed(payment)  # the provider's webhook records the amount; completing the refund is ours

@@ -37,6 +37,7 @@ def test_placing_an_order_reserves_stock_and_returns_it(customer_client, mug):
             "quantity": 2,
             "quantity_shipped": 0,
             "quantity_refunded": 0,
+            "quantity_returned": 0,
             "unit_price": "12.50",
             "line_total": "25.00",
             "tax_rate": "0.000",

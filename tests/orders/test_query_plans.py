@@ -39,6 +39,7 @@ from orders.models import (
 from orders.selectors import (
     order_find_by_number,
     order_find_for_customer,
+    order_line_list_units_broken,
     order_list_deleted_holding_stock,
     order_list_for_customer,
     order_list_overdue,
@@ -339,6 +340,9 @@ CHECKS = {
     "reconcile: final orders holding stock": lambda users: order_list_stuck_holding_stock(),
     "reconcile: deleted orders holding stock": lambda users: order_list_deleted_holding_stock(),
     "reconcile: refund drift since its last clean run": lambda users: order_list_refund_drift(
+        since=since_the_last_clean_run()
+    ),
+    "reconcile: the unit rule since its last clean run": lambda users: order_line_list_units_broken(
         since=since_the_last_clean_run()
     ),
     "reconcile: voucher books since their last clean run": lambda users: voucher_books(

@@ -7,6 +7,7 @@ import pytest
 
 from inventory.models import StockMovement
 from orders.models import Order
+from orders.services import Tracking, order_ship
 from orders.services.emails import order_link
 from tests.conftest import client_for, stock_of
 from tests.orders.conftest import refunded_units
@@ -38,7 +39,7 @@ def test_staff_refund_lines_through_the_api_and_the_answer_shows_the_refund(paid
     assert [(line["sku"], line["quantity_refunded"]) for line in body["lines"]] == [("MUG", 2), ("TEE", 0)]
     [refund] = body["refunds"]
     assert (refund["amount"], refund["shipping"], refund["state"]) == ("5.00", "0.00", "succeeded")
-    assert refund["lines"] == [{"sku": "MUG", "quantity": 2}]
+    assert refund["lines"] == [{"sku": "MUG", "quantity": 2, "restocked": 2}]
     assert too_many.status_code == 409 and too_many.json()["code"] == "refund_exceeds_order"
     assert too_many.json()["lines"] == [{"sku": "MUG", "requested": 2, "left": 1}]
     assert twice.status_code == 400 and [response.status_code for response in bad] == [400] * 5
@@ -91,3 +92,28 @@ def test_staff_refund_units_in_the_admin_and_the_buyer_sees_them_on_the_order_pa
 def test_staff_without_the_refund_permission_get_no_refund_page(paid, client, staff_user):
     client.force_login(staff_user)
     assert client.get(f"/admin/orders/order/{paid['order'].pk}/refund/").status_code == 403
+
+
+def test_a_refund_with_restock_puts_back_only_units_never_shipped_on_the_api_and_the_admin(
+    paid, shop_staff, staff_admin
+):
+    order = paid["order"]
+    order_ship(order=order, tracking=Tracking(carrier="DHL"), quantities={"MUG": 2, "TEE": 1})
+    url = f"/api/orders/{order.number}/refund/"
+
+    api = client_for(shop_staff).post(url, {"restock": True, "lines": [{"sku": "MUG", "quantity": 2}]}, format="json")
+
+    assert api.status_code == 200, api.json()
+    assert api.json()["refunds"][0]["lines"] == [{"sku": "MUG", "quantity": 2, "restocked": 1}]  # 1 at the customer
+    assert stock_of(paid["mug"]).on_hand == 8  # 10, 3 sold, the one never shipped back
+    lines = {line.variant.sku: line.pk for line in order.lines.select_related("variant")}
+    form = staff_admin.get(f"/admin/orders/order/{order.pk}/refund/").content.decode()
+    assert "units at the customer come back with a return" in form and "2 shipped, 0 returned" in form
+    staff_admin.post(
+        f"/admin/orders/order/{order.pk}/refund/",
+        {f"line_{lines['MUG']}": "0", f"line_{lines['TEE']}": "1", "restock": "on"},
+    )
+    assert stock_of(paid["tee"]).on_hand == 4  # the tee is at the customer: refunded, not restocked
+    assert refunded_units(order) == {"MUG": 2, "TEE": 1}
+    page = staff_admin.get(f"/admin/orders/order/{order.pk}/change/").content.decode()
+    assert "<p>2 x MUG (1 restocked)</p>" in page and "<p>1 x TEE</p>" in page

@@ -11,6 +11,7 @@ from inventory.selectors import ledger_bases, ledger_checkpoint_list_unverified,
 from inventory.services import ledger_checkpoint_rebuild, stock_rebuild_from_ledger
 from orders.models import Order
 from orders.selectors import (
+    order_line_list_units_broken,
     order_list_deleted_holding_stock,
     order_list_refund_drift,
     order_list_stuck_holding_stock,
@@ -27,7 +28,8 @@ logger = logging.getLogger("orders.reconcile")
 class Command(BaseCommand):
     help = (
         "Check the books: stock counters against the ledger, reserved against active reservations, voucher "
-        "use counters against their uses, orders' refunded amounts and units against their refunds, and "
+        "use counters against their uses, orders' refunded amounts and units against their refunds, each "
+        "line's units shipped, returned, refunded and restocked against the unit rule (orders.units), and "
         "that no paid, cancelled, expired or failed order, and no deleted order, still holds stock (a failed "
         "payment's queued release gets two sweep intervals); payments' refunds, as their provider tells them, "
         "against their orders' refunds. Exits 1 on any drift. "
@@ -54,6 +56,7 @@ class Command(BaseCommand):
         drifted, holding, hidden = self.check_books()
         vouchers = self.check_vouchers()
         refunds = self.check_refunds()  # money: shown for staff, never "fixed" here
+        units = self.check_units()  # units shipped, returned, refunded, restocked: shown for staff too
         DRIFT_FOUND.inc(len(checkpoints) + len(drifted) + len(holding) + len(hidden) + len(vouchers))
         if fix and (checkpoints or drifted or holding or hidden or vouchers):
             for row in checkpoints:
@@ -65,7 +68,7 @@ class Command(BaseCommand):
             checkpoints = self.check_checkpoints() if full else []
             drifted, holding, hidden = self.check_books()
             vouchers = self.check_vouchers()
-        if checkpoints or drifted or holding or hidden or vouchers or refunds:
+        if checkpoints or drifted or holding or hidden or vouchers or refunds or units:
             raise CommandError("The books do not balance (see above).", returncode=1)
 
     def check_checkpoints(self):
@@ -168,6 +171,20 @@ class Command(BaseCommand):
         if not drifted:
             reconcile_passed(check="refunds", started=started)
         return drifted
+
+    def check_units(self) -> bool:
+        """Whether any order line breaks the unit rule (``orders.units``); each printed and logged."""
+        started = db_now()
+        lines = order_line_list_units_broken(since=self.since("units"))
+        for line in lines:
+            said = f"order {line.order.number} {line.variant.sku}: {'; '.join(line.problems)}"
+            self.stdout.write(self.style.ERROR(f"UNITS {said}"))
+            logger.error("unit rule broken: %s", said)
+        summary = f"Units: {len(lines)} order line(s) break the unit rule."
+        self.stdout.write(self.style.ERROR(summary) if lines else self.style.SUCCESS(summary))
+        if not lines:
+            reconcile_passed(check="units", started=started)
+        return bool(lines)
 
     def repair(self, drifted, orders):
         with tqdm(total=len(drifted) + len(orders), unit="fix", disable=len(drifted) + len(orders) < 20) as bar:
