@@ -67,15 +67,18 @@ def _verification_send(account: Account | None) -> bool:
 
 
 def _signup_tried_send(user) -> bool:
-    """Someone signed up with the address of ``user``: they are told, with the ways in (a reset link also
-    proves the address of an account never verified)."""
+    """Someone signed up with the address of ``user``: they are told, with the ways in (a reset link, if
+    one may go to them, also proves the address of an account never verified)."""
     if user is None or not user.email:
         return False
+    resettable = _resettable(user)
     uid, token = urlsafe_base64_encode(force_bytes(user.pk)), default_token_generator.make_token(user)
     context = {
         "user": user,
         "login_link": _shop_url(reverse("login")),
-        "reset_link": _shop_url(reverse("password_reset_confirm", kwargs={"uidb64": uid, "token": token})),
+        "reset_link": _shop_url(reverse("password_reset_confirm", kwargs={"uidb64": uid, "token": token}))
+        if resettable
+        else "",
         "hours": settings.PASSWORD_RESET_TIMEOUT // 3600,
     }
     _send("Someone tried to sign up with your email address", "accounts/email/signup_tried", context, to=user.email)
@@ -91,14 +94,19 @@ class _ResetSender(PasswordResetForm):
 
     def get_users(self, email):
         user = user_by_email(email)
-        if user is None or not user.has_usable_password():
-            return []
-        waiting = Account.objects.filter(user=user, email_verified_at=None).exists()
-        return [user] if user.is_active or waiting else []
+        return [user] if user is not None and _resettable(user) else []
 
     def send_mail(self, *args, **kwargs):
         super().send_mail(*args, **kwargs)
         self.sent = True
+
+
+def _resettable(user) -> bool:
+    """Whether a reset link may go to ``user``: one whose password logs in (staff may disable that), and
+    who is active or waits to prove its email."""
+    if not user.has_usable_password():
+        return False
+    return user.is_active or Account.objects.filter(user=user, email_verified_at=None).exists()
 
 
 def _shop_url(path: str) -> str:

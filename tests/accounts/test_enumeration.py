@@ -81,3 +81,12 @@ def test_the_worker_sends_a_new_link_only_to_an_address_waiting_for_one(inbox):
 
     [message] = inbox.take()
     assert message["To"] == "ann@example.com" and re.search(r"/accounts/verify/\S+", text_of(message))
+
+
+def test_a_sign_up_with_the_email_of_a_user_whose_password_logins_are_off_sends_no_reset_link(inbox):
+    staff = User.objects.create_user(username="stan", email="stan@example.com")  # no usable password
+
+    assert api("signup/", {"username": "eve", "email": "stan@example.com", "password": PASSWORD}).status_code == 202
+
+    [message] = inbox.take()
+    assert message["To"] == staff.email and "/accounts/reset/" not in text_of(message)
