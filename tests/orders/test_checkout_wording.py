@@ -7,6 +7,7 @@ from decimal import Decimal
 import pytest
 
 from orders.models import Order
+from orders.services import order_place
 from tests.conftest import ADDRESS_DE
 from tests.orders.test_checkout_page import address_fields, page_key, submit
 from tests.orders.test_pages import add_to_cart
@@ -93,3 +94,15 @@ def test_a_voucher_minimum_not_reached_names_the_minimum_with_its_currency(clien
     assert error == "Your order does not reach this voucher&#x27;s minimum of €100.00."
     assert quote.json()["detail"] == "Your order does not reach this voucher's minimum of €100.00."
     assert quote.json()["minimum"] == "100.00" and quote.json()["reason"] == "minimum_not_met"
+
+
+def test_a_line_sold_out_since_it_was_added_says_sold_out_not_only_0_left(client, make_variant, shipping_rules):
+    make_variant(sku="TICKET", name="Party ticket", stock=2, price="15.00")
+    add_to_cart(client, "TICKET", 2)
+    order_place(email="bob@example.com", items=[{"sku": "TICKET", "quantity": 2}], idempotency_key="all-of-them")
+
+    page = submit(client, key=page_key(client), email="ann@example.com").content.decode()
+
+    shortage = re.search(r'data-testid="shortage">(.*?)</div>', page, re.S).group(1)
+    assert re.sub(r"<[^>]+>", "", shortage) == "Sold out: remove it from your cart."
+    assert Order.objects.count() == 1  # bob's
