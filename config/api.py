@@ -5,7 +5,6 @@ Every refusal is ``{"code": ..., "detail": ..., "fields": {...}}`` plus the erro
 """
 
 import logging
-import re
 
 from django.conf import settings
 from django.core.paginator import Paginator
@@ -18,6 +17,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from core.db import connection_lost
 from core.errors import DatabaseUnavailable, DomainError
+from core.numbers import PAGE_MAX, NumberInvalid, number_whole
 
 RETRY_AFTER_SECONDS = 1
 
@@ -107,14 +107,22 @@ class Pagination(PageNumberPagination):
 
     def get_page_size(self, request):
         raw = request.query_params.get(self.page_size_query_param)
-        if raw is not None and not (re.fullmatch(r"[0-9]{1,3}", raw) and 1 <= int(raw) <= self.max_page_size):
-            raise exceptions.ValidationError({"page_size": f"A whole number from 1 to {self.max_page_size}."})
+        if raw is not None:
+            try:
+                number_whole(raw, low=1, high=self.max_page_size)
+            except NumberInvalid:
+                raise exceptions.ValidationError(
+                    {"page_size": f"A whole number from 1 to {self.max_page_size}."}
+                ) from None
         return super().get_page_size(request)
 
     def get_page_number(self, request, paginator):
         raw = request.query_params.get(self.page_query_param)
-        if raw is not None and not re.fullmatch(r"[0-9]{1,9}", raw):
-            raise exceptions.ValidationError({"page": "A page number, from 1."})
+        if raw is not None:
+            try:
+                number_whole(raw, high=PAGE_MAX)
+            except NumberInvalid:
+                raise exceptions.ValidationError({"page": "A page number, from 1."}) from None
         return super().get_page_number(request, paginator)
 
     def get_paginated_response(self, data):

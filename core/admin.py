@@ -2,13 +2,24 @@
 
 from django.conf import settings
 from django.contrib import admin, messages
-from django.contrib.admin.options import csrf_protect_m
+from django.contrib.admin.options import FORMFIELD_FOR_DBFIELD_DEFAULTS, csrf_protect_m
 from django.contrib.admin.utils import model_ngettext
 from django.core.paginator import Paginator
-from django.db import transaction
+from django.db import models, transaction
 from django.db.models import ProtectedError
 from django.utils.functional import cached_property
 from django.utils.text import capfirst
+
+from core.numbers import AmountField, WholeNumberField
+
+# Every admin's form reads a model's numbers as the shop's pages and API do (core.numbers): Django's own
+# fields take "٣", " 3 " and, for a whole number, "3.0".
+for _model_field, _form_field in ((models.IntegerField, WholeNumberField), (models.DecimalField, AmountField)):
+    for _kind in {_model_field, *(kind for kind in FORMFIELD_FOR_DBFIELD_DEFAULTS if issubclass(kind, _model_field))}:
+        FORMFIELD_FOR_DBFIELD_DEFAULTS[_kind] = {
+            **FORMFIELD_FOR_DBFIELD_DEFAULTS.get(_kind, {}),
+            "form_class": _form_field,
+        }
 
 
 class NonAtomicChangeformMixin:

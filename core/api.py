@@ -3,8 +3,12 @@
 ``config.api`` renders the refusals in this shape and maps their codes to HTTP statuses.
 """
 
+from decimal import Decimal
+
 from rest_framework import parsers, serializers
 from rest_framework.exceptions import ParseError
+
+from core.numbers import DIGITS_MAX, NumberInvalid, number_decimal, number_whole
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -21,6 +25,34 @@ class StrictIntegerField(serializers.IntegerField):
     def to_internal_value(self, data):
         if isinstance(data, bool) or not isinstance(data, int):
             self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class QueryIntegerField(serializers.IntegerField):
+    """A whole number in a query string, read by ``core.numbers.number_whole``: ASCII digits only."""
+
+    def to_internal_value(self, data):
+        low = self.min_value if self.min_value is not None else 0
+        high = self.max_value if self.max_value is not None else 10**DIGITS_MAX - 1
+        try:
+            return number_whole(data, low=low, high=high)
+        except NumberInvalid as exc:
+            raise serializers.ValidationError(str(exc), code="invalid") from None
+
+
+class StrictDecimalField(serializers.DecimalField):
+    """An amount sent as a JSON number or as text of ASCII digits (``core.numbers.number_decimal``): "1e3",
+    "٣" and "NaN", which ``Decimal()`` reads, are refused."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, (str, int, float)):
+            self.fail("invalid")
+        if isinstance(data, str):
+            high = Decimal(10 ** (self.max_digits - self.decimal_places)) - Decimal(1).scaleb(-self.decimal_places)
+            try:
+                number_decimal(data, places=self.decimal_places, low=Decimal(0), high=high)
+            except NumberInvalid as exc:
+                raise serializers.ValidationError(str(exc), code="invalid") from None
         return super().to_internal_value(data)
 
 

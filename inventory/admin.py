@@ -21,6 +21,7 @@ from django.utils.text import capfirst
 
 from core.admin import GrowingTableAdminMixin, NonAtomicChangeformMixin, ReadOnlyAdminMixin
 from core.errors import DomainError
+from core.numbers import AmountField, WholeNumberField
 from inventory.errors import BelowReserved, StaleStock
 from inventory.models import Reservation, Stock, StockMovement
 from inventory.services import stock_adjust, stock_restock
@@ -65,7 +66,7 @@ class StockAdjustForm(forms.ModelForm):
     model itself (that would write back counters read before a concurrent order).
     """
 
-    new_on_hand = forms.IntegerField(
+    new_on_hand = WholeNumberField(
         label="New on hand",
         min_value=0,
         max_value=settings.MAX_STOCK_QUANTITY,
@@ -74,7 +75,7 @@ class StockAdjustForm(forms.ModelForm):
     reason = forms.CharField(
         max_length=255, help_text="Why it changes (stock take, damaged goods...). Kept in the movement history."
     )
-    loaded_version = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
+    loaded_version = WholeNumberField(widget=forms.HiddenInput, min_value=0)
 
     actor = None  # the staff user: StockAdmin.get_form sets it on the class it builds for each request
 
@@ -303,7 +304,7 @@ class ReservationAdmin(GrowingTableAdminMixin, ReadOnlyAdminMixin, admin.ModelAd
 
 
 class VariantStockAddForm(ProductVariantAddForm):
-    initial_stock = forms.IntegerField(
+    initial_stock = WholeNumberField(
         min_value=0,
         max_value=settings.MAX_STOCK_QUANTITY,
         initial=0,
@@ -395,16 +396,16 @@ class VariantsGenerateForm(forms.Form):
         widget=forms.CheckboxSelectMultiple,
         help_text="One variant is made for every combination: each size chosen with each colour chosen.",
     )
-    price = forms.DecimalField(min_value=0, max_digits=12, decimal_places=2)
-    initial_stock = forms.IntegerField(min_value=0, max_value=settings.MAX_STOCK_QUANTITY, initial=0)
+    price = AmountField()
+    initial_stock = WholeNumberField(min_value=0, max_value=settings.MAX_STOCK_QUANTITY, initial=0)
 
 
 class VariantStockRowForm(forms.Form):
     """One row of a product's stock list: the variant's new on-hand count, on the version it was shown at."""
 
-    stock_id = forms.IntegerField(widget=forms.HiddenInput)
-    loaded_version = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
-    new_on_hand = forms.IntegerField(min_value=0, max_value=settings.MAX_STOCK_QUANTITY)
+    stock_id = WholeNumberField(widget=forms.HiddenInput)
+    loaded_version = WholeNumberField(widget=forms.HiddenInput, min_value=0)
+    new_on_hand = WholeNumberField(min_value=0, max_value=settings.MAX_STOCK_QUANTITY)
 
 
 VariantStockFormSet = forms.formset_factory(VariantStockRowForm, extra=0)

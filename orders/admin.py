@@ -21,6 +21,7 @@ from core.admin import GrowingTableAdminMixin, ReadOnlyAdminMixin, SoftDeleteAdm
 from core.errors import DomainError
 from core.moments import moment_format
 from core.money import money_format
+from core.numbers import WholeNumberField
 from orders.models import PAID_STATUSES, Order, OrderLine, Payment, PaymentEvent, Refund, ReturnRequest, Shipment
 from orders.selectors import order_list_deletable, order_list_overdue
 from orders.services import (
@@ -219,7 +220,7 @@ class RefundForm(forms.Form):
         self.lines = lines
         for line in lines:
             left = line.quantity - line.quantity_refunded
-            self.fields[f"line_{line.pk}"] = forms.IntegerField(
+            self.fields[f"line_{line.pk}"] = WholeNumberField(
                 label=f"{line.variant.name} ({line.variant.sku})",
                 min_value=0,
                 max_value=left,
@@ -251,7 +252,7 @@ class ShipForm(forms.Form):
         self.lines = lines
         for line in lines:
             units = line.units
-            self.fields[f"line_{line.pk}"] = forms.IntegerField(
+            self.fields[f"line_{line.pk}"] = WholeNumberField(
                 label=f"{line.variant.name} ({line.variant.sku})",
                 min_value=0,
                 max_value=units.shippable,

@@ -14,6 +14,7 @@ from rest_framework.exceptions import Throttled
 
 from core.errors import DomainError, InvalidInput
 from core.money import money_format
+from core.numbers import NumberInvalid, number_whole
 from core.pages import page_or_404
 from core.throttling import voucher_check_start
 from orders.checkout import CheckoutSession, connection_loss_refused
@@ -105,7 +106,10 @@ class CheckoutForm(forms.Form):
 
     def method_chosen(self) -> int | None:
         value = self.data.get("shipping_method") if self.is_bound else None
-        return int(value) if value and str(value).isdigit() else None
+        try:
+            return number_whole(value, low=1) if value else None
+        except NumberInvalid:
+            return None  # the form's own validation refuses it
 
     def voucher_chosen(self) -> str:
         """The code typed, in capitals ("" for none, or one too long to be a code)."""
@@ -356,12 +360,13 @@ def order_return_view(request, number: str):
     order = _order_for(request, number)
     quantities = {}
     for line in order.lines_with_variants():
-        raw = request.POST.get(f"units_{line.pk}", "").strip() or "0"
-        if not raw.isdigit() or len(raw) > 6:
-            messages.error(request, f"Give a whole number of units for {line.variant.name}.")
+        try:
+            units = number_whole(request.POST.get(f"units_{line.pk}", "") or "0", high=line.quantity)
+        except NumberInvalid as exc:
+            messages.error(request, f"{line.variant.name}: {exc}")
             return redirect("order-detail", number=order.number)
-        if int(raw):
-            quantities[line.variant.sku] = int(raw)
+        if units:
+            quantities[line.variant.sku] = units
     try:
         return_request_create(order=order, quantities=quantities, reason=request.POST.get("reason", ""))
     except DomainError as exc:

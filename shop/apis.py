@@ -6,7 +6,7 @@ from rest_framework.permissions import AllowAny, BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import ErrorSerializer, StrictIntegerField
+from core.api import ErrorSerializer, QueryIntegerField, StrictDecimalField, StrictIntegerField
 from shop.models import SKU_MAX_LENGTH, Category, OptionValue
 from shop.selectors import variant_find_for_catalog, variant_list_for_catalog
 from shop.services import variant_sale_terms_set
@@ -79,7 +79,7 @@ class ProductListApi(generics.ListAPIView):
             max_length=100,
             help_text="Words the product name has (each may be the start of a word), or the start of a SKU.",
         )
-        product = serializers.IntegerField(
+        product = QueryIntegerField(
             required=False, min_value=1, help_text="A product's id: its variants (a product page's picker)."
         )
         category = serializers.SlugField(
@@ -91,10 +91,10 @@ class ProductListApi(generics.ListAPIView):
             allow_blank=True,
             help_text="Only products with (or without) stock.",
         )
-        price_min = serializers.DecimalField(
+        price_min = StrictDecimalField(
             max_digits=12, decimal_places=2, min_value=0, required=False, help_text="Least price now."
         )
-        price_max = serializers.DecimalField(
+        price_max = StrictDecimalField(
             max_digits=12, decimal_places=2, min_value=0, required=False, help_text="Greatest price now."
         )
         option = serializers.ListField(
@@ -162,7 +162,7 @@ class ProductDetailApi(APIView):
             required=False, allow_null=True, min_value=1, max_value=settings.MAX_STOCK_QUANTITY
         )
         sale_starts_at = serializers.DateTimeField(required=False, allow_null=True)
-        sale_price = serializers.DecimalField(
+        sale_price = StrictDecimalField(
             max_digits=12, decimal_places=2, min_value=0, required=False, allow_null=True, coerce_to_string=False
         )
         sale_price_from = serializers.DateTimeField(required=False, allow_null=True)

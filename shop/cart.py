@@ -1,13 +1,11 @@
 """The shopping cart, kept in the session: {sku: quantity}. Nothing is reserved until checkout."""
 
-import re
-
 from django.conf import settings
 
 from core.errors import InvalidQuantity
+from core.numbers import NumberInvalid, number_whole
 
 SESSION_KEY = "cart"
-WHOLE_NUMBER = re.compile(r"[+-]?\d+")
 
 
 def cart_get(session) -> dict[str, int]:
@@ -46,10 +44,11 @@ def cart_line_change(session, *, variant, quantity, add: bool) -> int:
     cap, the limit per customer or what is available now. The cart is unchanged then.
     """
     in_cart = cart_get(session).get(variant.sku, 0)
-    text = str(quantity).strip()
-    if not WHOLE_NUMBER.fullmatch(text):
-        raise _refused(variant, "the quantity must be a whole number", in_cart=in_cart, add=add)
-    wanted = int(text)
+    text = str(quantity)
+    try:  # a minus sign is read here, to be told that a quantity cannot be negative
+        wanted = -number_whole(text[1:]) if text.startswith("-") else number_whole(text)
+    except NumberInvalid:
+        raise _refused(variant, "the quantity must be a whole number", in_cart=in_cart, add=add) from None
     if wanted < (1 if add else 0):
         raise _refused(
             variant, "add at least 1" if add else "the quantity cannot be negative", in_cart=in_cart, add=add

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from core.clock import db_now
 from core.errors import InvalidQuantity
+from core.numbers import AmountField
 from core.pages import page_or_404
 from shop.cart import cart_get, cart_line_change, cart_most, cart_set
 from shop.models import Category, OptionValue
@@ -31,8 +32,8 @@ class CatalogFilterForm(forms.Form):
 
     q = forms.CharField(required=False, max_length=100, label="Search")
     in_stock = forms.BooleanField(required=False, label="In stock only")
-    price_min = forms.DecimalField(required=False, min_value=0, max_digits=12, decimal_places=2, label="From")
-    price_max = forms.DecimalField(required=False, min_value=0, max_digits=12, decimal_places=2, label="To")
+    price_min = AmountField(required=False, label="From")
+    price_max = AmountField(required=False, label="To")
     value = forms.ModelMultipleChoiceField(
         queryset=OptionValue.objects.select_related("option"), required=False, widget=forms.CheckboxSelectMultiple
     )

@@ -166,7 +166,7 @@ def test_going_below_the_reserved_units_is_a_form_error(staff_admin, make_varian
     [
         (7, "", "reason", "This field is required."),
         (5, "recount", "new_on_hand", "On hand is already 5: nothing to change."),
-        (-1, "recount", "new_on_hand", "Ensure this value is greater than or equal to 0."),
+        (-1, "recount", "new_on_hand", "Give a whole number from 0 to 1000000000, in digits 0-9."),
     ],
 )
 def test_a_bad_edit_is_a_form_error_and_writes_nothing(staff_admin, make_variant, new_on_hand, reason, field, error):
