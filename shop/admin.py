@@ -14,6 +14,7 @@ from treebeard.admin import TreeAdmin
 from treebeard.forms import movenodeform_factory
 
 from core.admin import SoftDeleteAdmin
+from core.numbers import WholeNumberField
 from shop.images import product_image_check, product_image_thumbnail_make
 from shop.models import Category, Option, OptionValue, Product, ProductImage, ProductVariant, sku_normalise
 from shop.services import option_values_place
@@ -139,7 +140,7 @@ class CategoryAdmin(TreeAdmin):
 
 class OptionValueForm(forms.ModelForm):
     # Left empty, a new value goes after the others (shop.services.option_values_place).
-    position = forms.IntegerField(required=False, min_value=0, max_value=32767, help_text="Empty: after the others.")
+    position = WholeNumberField(required=False, max_value=32767, help_text="Empty: after the others.")
 
     class Meta:
         model = OptionValue

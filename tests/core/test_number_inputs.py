@@ -7,7 +7,12 @@ import re
 from urllib.parse import quote
 
 import pytest
+from django.contrib import admin
+from django.contrib.admin.options import InlineModelAdmin
+from django.core.exceptions import ValidationError
+from django.db import models
 from django.test import Client
+from django.urls import resolve
 
 from core.numbers import NumberInvalid, number_decimal, number_whole
 from inventory.models import Stock
@@ -184,3 +189,34 @@ def test_the_reader_takes_the_numbers_it_should():
     assert number_whole("1000", low=1, high=1000) == 1000 and number_whole("0007", low=1, high=1000) == 7
     assert str(number_decimal("12.5", places=2, low=0, high=1000)) == "12.5"
     assert str(number_decimal("0", places=2, low=0, high=1000)) == "0"
+
+
+def admin_number_fields(request):
+    """(name, form field) of every number an admin form or inline takes, as the admin builds them."""
+    for model_admin in admin.site._registry.values():
+        for owner in [model_admin, *model_admin.get_inline_instances(request)]:
+            if not owner.has_change_permission(request):
+                continue  # read-only: it shows numbers, takes none
+            form = owner.get_formset(request).form if isinstance(owner, InlineModelAdmin) else owner.get_form(request)
+            for name, field in form.base_fields.items():
+                model_field = next((f for f in owner.model._meta.concrete_fields if f.name == name), None)
+                if isinstance(model_field, (models.IntegerField, models.DecimalField)):
+                    yield f"{owner.model.__name__}.{name}", field
+
+
+def test_every_admin_form_reads_numbers_the_same_way(rf, shop_staff):
+    request = rf.get("/admin/shop/product/1/change/")
+    request.user, request.resolver_match = shop_staff, resolve(request.path)
+    fields = dict(admin_number_fields(request))
+    assert {"ProductVariant.price", "ProductVariant.max_per_customer", "Voucher.value", "ShippingMethod.price"} <= set(
+        fields
+    )
+    taken = []
+    for name, field in fields.items():
+        for value in [probe for probe in PROBES if probe not in AMOUNTS]:
+            try:
+                field.clean(value)
+            except ValidationError:
+                continue
+            taken.append((name, value))
+    assert taken == []
