@@ -172,7 +172,7 @@ class OrderLine(BaseModel):
     quantity_refunded = models.PositiveIntegerField(default=0)
     # Of those, units shipped that came back with an accepted return. ``units`` says what the four counts
     # leave to ship, return and refund (``orders.units``); ``reconcile`` reports a line that breaks its rule.
-    quantity_returned = models.PositiveIntegerField(default=0, db_default=0)  # raw INSERTs may leave it out
+    quantity_returned = models.PositiveIntegerField(default=0)
     # Snapshot: a later price change must not change what the customer agreed to pay.
     unit_price = models.DecimalField(max_digits=12, decimal_places=2)
     line_total = models.DecimalField(max_digits=12, decimal_places=2)  # unit price x quantity
@@ -315,7 +315,7 @@ class RefundLine(BaseModel):
     amount = models.DecimalField(max_digits=12, decimal_places=2)  # those units' share of what the line paid
     # Of them, those put back on hand when the refund succeeds: a return's units, or those of a refund
     # with ``restock`` that were never shipped (``LineUnits.cancels``); a unit at the customer never is.
-    quantity_restocked = models.PositiveIntegerField(default=0, db_default=0)
+    quantity_restocked = models.PositiveIntegerField(default=0)
 
     class Meta(BaseModel.Meta):
         ordering = ["id"]

@@ -31,12 +31,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="orderline",
             name="quantity_returned",
-            field=models.PositiveIntegerField(db_default=0, default=0),
+            field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddField(
             model_name="refundline",
             name="quantity_restocked",
-            field=models.PositiveIntegerField(db_default=0, default=0),
+            field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddConstraint(
             model_name="refundline",

@@ -178,14 +178,15 @@ HISTORY_OF_THE_ORDERS = [
     "UPDATE vouchers_voucher v SET v.updated_at = COALESCE((SELECT MAX(u.updated_at) FROM vouchers_voucheruse u"
     " WHERE u.voucher_id = v.id), v.updated_at) WHERE v.code LIKE 'HISTORY-%%'",
     "INSERT INTO orders_payment (created_at, updated_at, is_deleted, order_id, provider, attempt, reference,"
-    " redirect_url, provider_payment, amount, currency, amount_refunded, state) SELECT o.created_at, o.created_at,"
-    " 0, o.id, 'local', 1, CONCAT('history-', o.number), '', '', 0, 'EUR', 0, 'refunded' FROM orders_order o"
+    " redirect_url, provider_payment, amount, currency, charged_currency, amount_refunded, state) SELECT o.created_at,"
+    " o.created_at, 0, o.id, 'local', 1, CONCAT('history-', o.number), '', '', 0, 'EUR', '', 0, 'refunded'"
+    " FROM orders_order o"
     " WHERE o.id %% 25 = 0 AND o.idempotency_key LIKE %(orders)s",
     "INSERT INTO orders_refund (created_at, updated_at, is_deleted, order_id, payment_id, state, source, amount,"
     " shipping, restock) SELECT p.created_at, p.created_at, 0, p.order_id, p.id, 'succeeded', 'staff', 0, 0, 0"
     " FROM orders_payment p WHERE p.reference LIKE %(orders)s",
-    "INSERT INTO orders_refundline (created_at, updated_at, is_deleted, refund_id, order_line_id, quantity, amount)"
-    " SELECT r.created_at, r.created_at, 0, r.id, l.id, 1, 0 FROM orders_refund r"
+    "INSERT INTO orders_refundline (created_at, updated_at, is_deleted, refund_id, order_line_id, quantity, amount,"
+    " quantity_restocked) SELECT r.created_at, r.created_at, 0, r.id, l.id, 1, 0, 0 FROM orders_refund r"
     " JOIN orders_orderline l ON l.order_id = r.order_id JOIN orders_order o ON o.id = r.order_id"
     " WHERE o.idempotency_key LIKE %(orders)s",
 ]
