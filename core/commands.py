@@ -2,17 +2,16 @@
 
 import argparse
 
+from core.numbers import NumberInvalid, number_whole
+
 
 def int_between(low: int, high: int):
-    """An argparse type: a whole number from ``low`` to ``high``, with a readable error otherwise."""
+    """An argparse type: a whole number from ``low`` to ``high`` (``core.numbers``), with a readable error otherwise."""
 
     def parse(value: str) -> int:
         try:
-            number = int(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-        if not low <= number <= high:
-            raise argparse.ArgumentTypeError(f"must be between {low} and {high}, got {number}")
-        return number
+            return number_whole(value, low=low, high=high)
+        except NumberInvalid as exc:
+            raise argparse.ArgumentTypeError(f"{value!r}: {exc}") from None
 
     return parse

@@ -10,6 +10,7 @@ import pytest
 from django.contrib import admin
 from django.contrib.admin.options import InlineModelAdmin
 from django.core.exceptions import ValidationError
+from django.core.management import CommandError, call_command
 from django.db import models
 from django.test import Client
 from django.urls import resolve
@@ -220,3 +221,9 @@ def test_every_admin_form_reads_numbers_the_same_way(rf, shop_staff):
                 continue
             taken.append((name, value))
     assert taken == []
+
+
+@pytest.mark.parametrize("value", PROBES)
+def test_commands_read_their_numbers_the_same_way(value):
+    with pytest.raises(CommandError, match="Give a whole number from 1 to 10000"):
+        call_command("release_expired", "--batch", value)
