@@ -14,6 +14,7 @@ from django.db import transaction
 from django.db.models import Count, F
 
 from core.db import insert_returning
+from vouchers import sql as voucher_sql
 from vouchers.errors import VoucherInvalid
 from vouchers.models import Voucher, VoucherUse
 from vouchers.rules import voucher_check
@@ -41,17 +42,8 @@ def voucher_uses_reserve_statements(uses: list[tuple[int, int, str, object]]) ->
             for voucher_id, order_id, buyer, discount in uses
         ],
     )
-    table = Voucher._meta.db_table
-    statements = [(sql, params)]
-    for voucher_id, count in sorted(Counter(voucher_id for voucher_id, *_ in uses).items()):
-        statements.append(
-            (
-                f"UPDATE {table} SET uses_reserved = uses_reserved + %s, updated_at = CURRENT_TIMESTAMP(6) "
-                "WHERE id = %s",
-                [count, voucher_id],
-            )
-        )
-    return statements
+    counts = sorted(Counter(voucher_id for voucher_id, *_ in uses).items())
+    return [(sql, params), *(voucher_sql.uses_reserved_add_statement(voucher_id=v, count=n) for v, n in counts)]
 
 
 def voucher_use_commit(*, order_id: int) -> bool:

@@ -6,6 +6,7 @@ of the orders' own statements).
 """
 
 from django.db import connection
+from django.utils import timezone
 
 from core.collation import binary_sql
 from shop.models import Category, Product, ProductVariant
@@ -32,6 +33,14 @@ def vouchers_statement(*, codes: list[str], lock: bool) -> tuple[str, list]:
     no FOR UPDATE, locks the whole file for the writing transaction instead)."""
     sql = f"SELECT {TERMS_COLUMNS} FROM {_VOUCHER} WHERE code IN ({_in(codes)}) AND is_deleted = 0 ORDER BY id"
     return sql + (" FOR UPDATE" if lock and connection.features.has_select_for_update else ""), list(codes)
+
+
+def uses_reserved_add_statement(*, voucher_id: int, count: int) -> tuple[str, list]:
+    """Count ``count`` more reserved uses of the voucher (its CHECK refuses one beyond the limit). The time is
+    a parameter: MariaDB's CURRENT_TIMESTAMP(6) is no SQLite function."""
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    sql = f"UPDATE {_VOUCHER} SET uses_reserved = uses_reserved + %s, updated_at = %s WHERE id = %s"
+    return sql, [count, now, voucher_id]
 
 
 def voucher_products_statement(*, codes: list[str]) -> tuple[str, list]:
