@@ -58,7 +58,11 @@ class AddressForm(forms.Form):
     region = forms.CharField(
         label="Region", max_length=ADDRESS_FIELDS["region"], required=False, help_text="State or province, if any."
     )
-    country = LazyTypedChoiceField(choices=[("", "Choose a country")] + list(countries), required=False)
+    country = LazyTypedChoiceField(
+        choices=[("", "Choose a country")] + list(countries),
+        required=False,
+        error_messages={"invalid_choice": "Choose a country from the list."},  # as address_clean says it
+    )
     phone = forms.CharField(max_length=ADDRESS_FIELDS["phone"], required=False)
 
     def __init__(self, *args, **kwargs):
@@ -70,7 +74,8 @@ class AddressForm(forms.Form):
             return address_clean(self.cleaned_data)
         except InvalidInput as exc:
             for field, message in exc.payload["fields"].items():
-                self.add_error(field or None, message)
+                if field not in self.errors:  # a field's own error says it already (not also "required")
+                    self.add_error(field or None, message)
             return self.cleaned_data
 
     @property

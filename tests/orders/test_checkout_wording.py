@@ -106,3 +106,25 @@ def test_a_line_sold_out_since_it_was_added_says_sold_out_not_only_0_left(client
     shortage = re.search(r'data-testid="shortage">(.*?)</div>', page, re.S).group(1)
     assert re.sub(r"<[^>]+>", "", shortage) == "Sold out: remove it from your cart."
     assert Order.objects.count() == 1  # bob's
+
+
+def test_a_country_not_on_the_list_is_told_once_beside_the_country(client, lamp, shipping_rules):
+    add_to_cart(client, "LAMP", 1)
+    page = submit(
+        client, key=page_key(client), email="ann@example.com", billing_same="on",
+        shipping_method=shipping_rules["standard"].pk, **address_fields(ADDRESS_DE | {"country": "XX"}),
+    ).content.decode()  # fmt: skip
+
+    assert re.findall(r'data-testid="error-shipping-country">([^<]*)<', page) == ["Choose a country from the list."]
+    assert "Select a valid choice" not in page and not Order.objects.exists()
+
+
+def test_a_name_too_long_is_told_once_not_also_called_missing(client, lamp, shipping_rules):
+    add_to_cart(client, "LAMP", 1)
+    page = submit(
+        client, key=page_key(client), email="ann@example.com", billing_same="on",
+        shipping_method=shipping_rules["standard"].pk, **address_fields(ADDRESS_DE | {"full_name": "E" * 101}),
+    ).content.decode()  # fmt: skip
+
+    [error] = re.findall(r'data-testid="error-shipping-full_name">([^<]*)<', page)
+    assert "at most 100 characters" in error and not Order.objects.exists()
