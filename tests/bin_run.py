@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -45,7 +46,10 @@ class Shop:
 
 @contextmanager
 def running_shop(env: dict):
-    """bin/run until it prints its URL and serves there, then stopped (SIGTERM: it stops what it started)."""
+    """bin/run until it prints its URL and serves there, then stopped (SIGTERM: it stops what it started).
+
+    Its output is read all along (the web server logs every request to it: a pipe left unread would fill
+    and stop the server), into ``Shop.lines``."""
     port = free_port()
     env = {**env, "PORT": str(port), "PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root")}
     proc = subprocess.Popen(
@@ -59,23 +63,20 @@ def running_shop(env: dict):
         preexec_fn=dies_with_us(),
     )
     shop = Shop(proc=proc, url=f"http://127.0.0.1:{port}", env=env, lines=[])
+    reader = threading.Thread(target=lambda: shop.lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+    reader.start()
     try:
         deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            shop.lines.append(line)
-            if "Shop running at" in line or proc.poll() is not None:
-                break
-        for _ in range(50):
-            if serves(shop.url):
-                break
-            time.sleep(0.2)
+        while "Shop running at" not in shop.output and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        while proc.poll() is None and not serves(shop.url) and time.monotonic() < deadline + 60:
+            time.sleep(0.2)  # runserver starts after bin/run says so, slowly on a busy machine
         yield shop
     finally:
         with suppress(ProcessLookupError):  # gone already if bin/run stopped by itself
             os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(20)
-        shop.lines.append(proc.stdout.read())
+        reader.join(10)
         print(shop.output)  # the shop's whole log, shown if the test fails
 
 
@@ -100,10 +101,10 @@ def fetch(url: str) -> tuple[int, str, bytes]:
         return error.code, error.headers["Content-Type"], error.read()
 
 
-def manage(shop_env: dict, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+def manage(shop_env: dict, *args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
     """`.venv/bin/python manage.py ARGS` as the README gives it, in a shell where nothing is set: no SECRET_KEY,
-    no DEBUG, no store URLs; only where this test keeps bin/run's files instead of var/."""
-    bare = {name: shop_env[name] for name in ("PATH", "HOME", "VAR_DIR", "EMBEDDED_REDIS_DIR")}
+    no DEBUG, no store URLs; only where this test keeps bin/run's files instead of var/ (and ``env``)."""
+    bare = {name: shop_env[name] for name in ("PATH", "HOME", "VAR_DIR", "EMBEDDED_REDIS_DIR")} | env
     return subprocess.run(
         [".venv/bin/python", "manage.py", *args],
         cwd=ROOT,
