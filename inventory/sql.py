@@ -227,6 +227,18 @@ def _table_of(model) -> str:
     return connection.ops.quote_name(model._meta.db_table)
 
 
+def lock_wait_statements(*, seconds: int) -> tuple[tuple[str, list], tuple[str, list]] | None:
+    """The statements that set this connection's row-lock wait to ``seconds``, and back to the server's
+    default: InnoDB's. None on SQLite, which has no row locks: its writing transaction holds the whole
+    file from its start (``transaction_mode`` IMMEDIATE), so rows need no lock of their own."""
+    if connection.vendor != "mysql":
+        return None
+    return ("SET SESSION innodb_lock_wait_timeout = %s", [seconds]), (
+        "SET SESSION innodb_lock_wait_timeout = DEFAULT",
+        [],
+    )
+
+
 class LedgerSums(NamedTuple):
     on_hand: int
     reserved: int

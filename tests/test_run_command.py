@@ -291,3 +291,20 @@ def test_with_nothing_configured_a_buyer_pays_through_the_local_provider_and_its
             what="the worker to deliver the local provider's webhook and apply it",
         )
         assert http("POST", f"{url}/api/orders/{number}/pay/", token=token)[1]["state"] == "captured"
+
+
+def test_on_sqlite_with_its_redis_down_stock_changes_take_the_databases_lock(tmp_path):
+    """bin/run's SQLite with a configured Redis that is down: the stock service falls back to the database's
+    lock, which sent InnoDB's SET SESSION innodb_lock_wait_timeout to SQLite (near "SET": syntax error)."""
+    closed = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"), "VAR_DIR": str(tmp_path)}
+    env |= {"REDIS_URL": closed, "CELERY_BROKER_URL": closed, "SECRET_KEY": "test-only", "DEBUG": "1"}
+    for command in (
+        ["migrate", "--noinput"],
+        ["seed_demo"],
+        ["adjust_stock", "MUG-LOGO", "--delta", "2", "--reason", "x"],
+    ):
+        run = subprocess.run(
+            [sys.executable, "manage.py", *command], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        )
+        assert run.returncode == 0, f"{command}: {run.stdout[-3000:]}{run.stderr[-3000:]}"

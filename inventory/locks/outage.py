@@ -25,6 +25,7 @@ from django.conf import settings
 from django.db import OperationalError, connection
 
 from core.db import LOCK_WAIT_TIMEOUT
+from inventory import sql
 from inventory.errors import LockTimeout
 from inventory.models import Stock
 from shop.models import ProductVariant
@@ -75,12 +76,15 @@ def stock_rows_lock(skus: Iterable[str], *, wait: float) -> None:
     the connection's own lock wait is restored for the statements after.
     """
     skus = sorted(set(skus))
+    if (waits := sql.lock_wait_statements(seconds=max(1, math.ceil(wait)))) is None:
+        return  # SQLite: the transaction holds the whole database file already
+    wait_set, wait_restore = waits
     variants = ProductVariant.all_objects.filter(sku__in=skus).values("pk")  # a deleted one too
     # The subquery reads the products unlocked: only the outer query's rows, the stock's, are locked.
     rows = Stock.objects.filter(variant__in=variants).order_by("pk").select_for_update().values_list("pk", flat=True)
     started = time.monotonic()
     with connection.cursor() as cursor:
-        cursor.execute("SET SESSION innodb_lock_wait_timeout = %s", [max(1, math.ceil(wait))])
+        cursor.execute(*wait_set)
         try:
             list(rows)
         except OperationalError as exc:
@@ -90,4 +94,4 @@ def stock_rows_lock(skus: Iterable[str], *, wait: float) -> None:
             logger.warning("lock_timeout: gave up on the stock rows of %s after %.3fs", skus, waited)
             raise LockTimeout(skus=skus, waited_seconds=round(waited, 3)) from exc
         finally:
-            cursor.execute("SET SESSION innodb_lock_wait_timeout = DEFAULT")
+            cursor.execute(*wait_restore)
