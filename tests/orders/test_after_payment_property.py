@@ -12,6 +12,7 @@ open durable transactions, so an example cannot be rolled back on its own).
 
 import io
 import itertools
+import os
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -88,6 +89,17 @@ class OrderModel:
     @property
     def paid_back(self) -> bool:
         return self.refunded >= self.total
+
+    @property
+    def status(self) -> str:
+        """Refunded once all it paid is back; else shipped once nothing is left to ship, if anything was."""
+        if self.paid_back:
+            return Order.Status.REFUNDED
+        if not any(line.shipped for line in self.lines):
+            return Order.Status.PAID
+        if any(line.shippable for line in self.lines):
+            return Order.Status.PARTIALLY_SHIPPED
+        return Order.Status.SHIPPED
 
     def known(self, quantities: dict[int, int]) -> bool:
         return all(index < len(self.lines) for index in quantities)
@@ -328,7 +340,9 @@ class AfterPayment:
         payment = Payment.objects.get(pk=self.payment.pk)
         asked = sum((amount for _, amount, _ in self.provider.refund_requests), start=Decimal(0))
         assert order.amount_refunded == payment.amount_refunded == model.refunded == asked + self.dashboard
-        assert (order.status == Order.Status.REFUNDED) == model.paid_back
+        assert order.status == model.status
+        returns = ReturnRequest.objects.filter(order=order).order_by("pk")
+        assert list(returns.values_list("pk", "state")) == [(pk, state) for pk, _, state in model.returns]
         refunds = Refund.objects.filter(order=order).exclude(state=Refund.State.FAILED)
         assert not refunds.filter(state=Refund.State.REQUESTED).exists()
         assert (refunds.aggregate(sum=Sum("amount"))["sum"] or 0) == model.refunded
@@ -336,7 +350,7 @@ class AfterPayment:
 
 
 @hypothesis_settings(
-    max_examples=25,
+    max_examples=int(os.environ.get("PROPERTY_EXAMPLES", 25)),  # more to hunt longer than CI does
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
