@@ -141,17 +141,17 @@ def step_draw(data, model: OrderModel) -> tuple:
 
     def units(room) -> dict[int, int]:
         # Mostly lines with room, some without, now and then a SKU not in the order.
-        roomy = [i for i, line in enumerate(model.lines) if room(line) > 0]
+        roomy = [i for i in range(len(model.lines)) if room(i) > 0]
         indexes = roomy * 6 + [*range(len(model.lines))] + [MAX_SKUS]
         skus = data.draw(st.sets(st.sampled_from(indexes), min_size=1, max_size=2))
-        return {i: data.draw(st.integers(1, room(model.lines[i]) + 1 if i < len(model.lines) else 1)) for i in skus}
+        return {i: data.draw(st.integers(1, room(i) + 1 if i < len(model.lines) else 1)) for i in skus}
 
     if kind == "ship":
-        return (kind, units(lambda line: line.shippable))
+        return (kind, units(lambda i: model.lines[i].shippable))
     if kind == "refund":
-        return (kind, units(lambda line: line.ordered - line.refunded), data.draw(st.booleans()))
+        return (kind, units(lambda i: model.lines[i].ordered - model.lines[i].refunded), data.draw(st.booleans()))
     if kind == "ask":
-        return (kind, units(lambda line: line.at_customer - model.asked(model.lines.index(line))))
+        return (kind, units(lambda i: model.lines[i].at_customer - model.asked(i)))
     if kind in ("accept", "refuse"):
         return (kind, data.draw(st.integers(0, 3)))  # of the returns asked, counted from the last one
     if kind == "dashboard":  # a percent of what is left, now and then the rest
