@@ -136,7 +136,7 @@ def step_draw(data, model: OrderModel) -> tuple:
     one more than the model allows (more than is left to ship, refund or return), now and then a SKU the
     order does not have."""
     likely = ["ship"] * 2 + ["ask"] * 3 * any(line.at_customer for line in model.lines)
-    likely += ["accept"] * 3 * any(state == ReturnRequest.State.REQUESTED for _, _, state in model.returns)
+    likely += ["accept"] * 5 * any(state == ReturnRequest.State.REQUESTED for _, _, state in model.returns)
     kind = data.draw(st.sampled_from(KINDS + likely))
 
     def units(room) -> dict[int, int]:
