@@ -27,9 +27,9 @@ from hypothesis import strategies as st
 from core.errors import DomainError
 from core.money import money_round
 from inventory.models import StockMovement
+from orders.drift import order_line_list_units_broken, payment_list_refund_drift
 from orders.models import Order, Payment, Refund, ReturnRequest, Shipment, ShipmentLine
 from orders.payments.local import local_event
-from orders.selectors import order_line_list_units_broken, payment_list_refund_drift
 from orders.services import Tracking, order_place, order_refund, order_ship
 from orders.services.returns import return_request_accept, return_request_create, return_request_refuse
 from orders.units import REFUND_RESTOCK

@@ -9,9 +9,9 @@ from django.core.management.base import CommandError
 
 from inventory.models import StockMovement
 from inventory.services import stock_restock
+from orders.drift import order_line_list_units_broken
 from orders.errors import RefundFailed, ReturnNotAllowed, ShipmentExceedsOrder
 from orders.models import Order, OrderLine, ReturnRequest
-from orders.selectors import order_line_list_units_broken
 from orders.services import (
     Tracking,
     order_place,

@@ -26,6 +26,7 @@ from bench.shipping import UNPRICED_ORDER
 from core.services import api_token_list_delete_expired
 from inventory import sql
 from inventory.models import Reservation, Stock, StockMovement
+from orders.drift import order_line_list_units_broken, order_list_refund_drift
 from orders.models import (
     Order,
     OrderEmail,
@@ -39,12 +40,10 @@ from orders.models import (
 from orders.selectors import (
     order_find_by_number,
     order_find_for_customer,
-    order_line_list_units_broken,
     order_list_deleted_holding_stock,
     order_list_for_customer,
     order_list_overdue,
     order_list_overdue_holding,
-    order_list_refund_drift,
     order_list_stuck_holding_stock,
 )
 from shop.models import Product, ProductVariant

@@ -9,14 +9,9 @@ from core.metrics import DRIFT_FOUND
 from inventory.models import Stock
 from inventory.selectors import ledger_bases, ledger_checkpoint_list_unverified, stock_books
 from inventory.services import ledger_checkpoint_rebuild, stock_rebuild_from_ledger
+from orders.drift import order_line_list_units_broken, order_list_refund_drift, payment_list_refund_drift
 from orders.models import Order
-from orders.selectors import (
-    order_line_list_units_broken,
-    order_list_deleted_holding_stock,
-    order_list_refund_drift,
-    order_list_stuck_holding_stock,
-    payment_list_refund_drift,
-)
+from orders.selectors import order_list_deleted_holding_stock, order_list_stuck_holding_stock
 from orders.services import order_reservations_settle
 from orders.services.reconciling import reconcile_passed, reconcile_since
 from vouchers.selectors import voucher_books

@@ -7,10 +7,10 @@ from decimal import Decimal
 import pytest
 from django.core.management import CommandError, call_command
 
+from orders.drift import payment_list_refund_drift
 from orders.errors import RefundFailed
 from orders.models import Order, Payment, PaymentEvent, Refund
 from orders.payments.local import local_event
-from orders.selectors import payment_list_refund_drift
 from orders.services import order_cancel, order_refund, payment_event_list_process
 from tests.conftest import webhook_deliver
 from tests.payments import place, start, succeed
