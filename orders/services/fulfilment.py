@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 from django.db.models import F
+from django.db.models.lookups import LessThanOrEqual
 
 from core.errors import InvalidInput
 from orders.errors import OrderNotShippable, ShipmentExceedsOrder
@@ -52,8 +53,10 @@ def order_ship(*, order: Order, tracking: Tracking, quantities: dict[str, int] |
         for sku, quantity in wanted.items():
             # Guarded as ``shippable`` counts (shipped + refunded not returned <= quantity, the refunds before
             # shipping being those beyond what was shipped); the CHECK (shipped <= quantity) stands behind it.
-            room = F("quantity") - F("quantity_refunded") + F("quantity_returned") - quantity
-            if not OrderLine.objects.filter(pk=lines[sku].pk, quantity_shipped__lte=room).update(
+            # Sums on both sides, never a difference: the counts are unsigned on MariaDB.
+            after = F("quantity_shipped") + F("quantity_refunded") + quantity
+            guard = LessThanOrEqual(after, F("quantity") + F("quantity_returned"))
+            if not OrderLine.objects.filter(guard, pk=lines[sku].pk).update(
                 quantity_shipped=F("quantity_shipped") + quantity
             ):
                 raise ShipmentExceedsOrder(number=order.number, lines=[{"sku": sku, "requested": quantity}])

@@ -24,6 +24,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Sum
+from django.db.models.lookups import LessThanOrEqual
 from django.utils import timezone
 
 from core.errors import DomainError, InvalidInput
@@ -239,10 +240,11 @@ def _claim_locked(order, payment, *, wanted, lines, with_shipping, amount, resto
     for sku, units in wanted.items():
         line = lines[sku]
         restocked[sku] = units if returning else line.units.cancels(units) if restock else 0
-        guarded = OrderLine.objects.filter(pk=line.pk, quantity_refunded__lte=F("quantity") - units)
+        # Sums, never a difference: the counts are unsigned on MariaDB, where a negative one is an error.
+        guarded = OrderLine.objects.filter(LessThanOrEqual(F("quantity_refunded") + units, F("quantity")), pk=line.pk)
         changes = {"quantity_refunded": F("quantity_refunded") + units}
         if returning:
-            guarded = guarded.filter(quantity_returned__lte=F("quantity_shipped") - units)
+            guarded = guarded.filter(LessThanOrEqual(F("quantity_returned") + units, F("quantity_shipped")))
             changes["quantity_returned"] = F("quantity_returned") + units
         if not guarded.update(**changes):
             raise RefundExceedsOrder(number=order.number, lines=[{"sku": sku, "requested": units}])

@@ -10,7 +10,7 @@ from django.core.management.base import CommandError
 from inventory.models import StockMovement
 from inventory.services import stock_restock
 from orders.drift import order_line_list_units_broken
-from orders.errors import RefundFailed, ReturnNotAllowed, ShipmentExceedsOrder
+from orders.errors import RefundExceedsOrder, RefundFailed, ReturnNotAllowed, ShipmentExceedsOrder
 from orders.models import Order, OrderLine, ReturnRequest
 from orders.services import (
     Tracking,
@@ -260,3 +260,21 @@ def test_reconcile_reports_a_restock_of_units_at_the_customer(paid, capsys):
         assert f"UNITS order {order.number} MUG: 1 restocked, but 0 came back or were refunded unshipped" in out
     [broken] = order_line_list_units_broken()
     assert broken.pk == line.pk
+
+
+# The database's guards refuse on their own: a check skipped (a lost lock, a bug) meets a refusal, not a 500.
+
+
+def test_the_guarded_updates_refuse_more_than_is_left_even_when_the_checks_before_them_pass(paid, monkeypatch):
+    order = paid["order"]
+    order_refund(order=order, quantities={"MUG": 2}, restock=False)
+    monkeypatch.setattr("orders.services.fulfilment._quantities_checked", lambda lines, quantities: quantities)
+    monkeypatch.setattr("orders.services.refunds._quantities_checked", lambda lines, quantities, **_: quantities)
+
+    with pytest.raises(ShipmentExceedsOrder):  # 1 mug is left to ship, not 3
+        order_ship(order=order, tracking=DHL, quantities={"MUG": 3})
+    with pytest.raises(RefundExceedsOrder):  # 1 mug is left to refund, not 3
+        order_refund(order=order, quantities={"MUG": 3}, restock=False)
+
+    assert units(order) == {"MUG": (0, 2, 0), "TEE": (0, 0, 0)}
+    assert order_line_list_units_broken() == []
