@@ -1,38 +1,20 @@
 from django import forms
 from django.contrib.auth.forms import AuthenticationForm, PasswordResetForm
-from django.core.exceptions import ValidationError
 
-from accounts.models import Account
-from accounts.selectors import user_for_login
 from accounts.services import Email, account_email_request
 
 
 class LoginForm(AuthenticationForm):
-    """Django's login form, by username or email; an account that signed up but has not verified its
-    email is told so (only once its password is right, so this tells nobody else it exists)."""
+    """Django's login form, by username or email. An account whose email is not proven yet does not log
+    in, and is answered as a wrong password is: told apart, a sign-up's own password would show whether
+    its email was free (a sign-up with a taken email makes no account)."""
 
     username = forms.CharField(label="Username or email", max_length=254)
-    error_messages = {**AuthenticationForm.error_messages, "invalid_login": "Wrong username, email or password."}
-
-    def clean(self):
-        try:
-            return super().clean()
-        except ValidationError:
-            if self._unverified_with_this_password():
-                raise ValidationError(
-                    "Confirm your email address first: follow the link we emailed you, or ask for a new one.",
-                    code="unverified",
-                ) from None
-            raise
-
-    def _unverified_with_this_password(self) -> bool:
-        user = user_for_login(self.cleaned_data.get("username", ""))
-        return (
-            user is not None
-            and not user.is_active
-            and Account.objects.filter(user=user, email_verified_at=None).exists()
-            and user.check_password(self.cleaned_data.get("password", ""))
-        )
+    error_messages = {
+        **AuthenticationForm.error_messages,
+        "invalid_login": "Wrong username, email or password. Or your email address is not confirmed yet: "
+        "follow the link we emailed you, or ask for a new one.",
+    }
 
 
 class SignupForm(forms.Form):

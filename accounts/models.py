@@ -2,7 +2,7 @@ from django.conf import settings
 from django.db import models
 
 from core.collation import ExactEmailField
-from core.models import BaseModel
+from core.models import BaseModel, TimestampedModel
 
 
 class Account(BaseModel):
@@ -24,3 +24,15 @@ class Account(BaseModel):
     @property
     def is_verified(self) -> bool:
         return self.email_verified_at is not None
+
+
+class UsernameHold(TimestampedModel):
+    """A username a sign-up asked for with an email that has an account already: nothing is made, but
+    the name is taken as long as a new account's would be (until it lapses unverified), so a second
+    sign-up with it tells nobody whether that email had an account (``accounts.services.account_signup``)."""
+
+    # Lower case: held whatever the letter case, as ``username__iexact`` compares.
+    username = models.CharField(max_length=150, unique=True)
+
+    def __str__(self):
+        return self.username

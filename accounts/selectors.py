@@ -4,6 +4,7 @@
 from django.contrib.auth import get_user_model
 from django.db.models.functions import Lower
 
+from accounts.models import UsernameHold
 from core.collation import Exact
 from orders.customers import email_address
 
@@ -32,3 +33,12 @@ def user_for_login(name) -> "get_user_model() | None":
         return user_model._default_manager.get_by_natural_key(name)
     except user_model.DoesNotExist:
         return None
+
+
+def username_taken(username: str) -> bool:
+    """Whether a sign-up may not have ``username``: a user has it, or a sign-up holds it (``UsernameHold``),
+    letter case aside."""
+    return (
+        get_user_model()._default_manager.filter(username__iexact=username).exists()
+        or UsernameHold.objects.filter(username=username.lower()).exists()
+    )

@@ -32,8 +32,8 @@ from accounts.errors import (
     VerificationLinkUsed,
     VerificationPasswordWrong,
 )
-from accounts.models import Account
-from accounts.selectors import user_by_email
+from accounts.models import Account, UsernameHold
+from accounts.selectors import user_by_email, username_taken
 from core.errors import InvalidInput
 from orders.customers import email_address
 from orders.services import order_list_claim
@@ -57,12 +57,13 @@ class Email:
 def account_signup(*, username: str, email: str, password: str) -> None:
     """Sign up an account that logs in once its email is proven, and have the link emailed.
 
-    An email that has an account already is answered alike (nothing made; its owner is emailed that
+    An email that has an account already is answered alike (no account made; its owner is emailed that
     someone tried, and how to get in): the caller learns nothing about whose email it is. The password
-    is hashed either way, so neither does the time taken. ``InvalidInput`` for what Django's validators
-    refuse; ``UsernameTaken`` (usernames are public: they are not what an email reveals). An account
-    that never proved its email lapses after ``ACCOUNT_VERIFY_MAX_AGE_SECONDS``: a new sign-up may take
-    its username or email.
+    is hashed either way, so neither does the time taken, and the username is held (``UsernameHold``)
+    as a new account would take it, so neither does a second sign-up with that name. ``InvalidInput``
+    for what Django's validators refuse; ``UsernameTaken`` for a name a user has or a sign-up holds. An
+    account that never proved its email, and a hold, lapse after ``ACCOUNT_VERIFY_MAX_AGE_SECONDS``: a
+    new sign-up may take the username or email.
     """
     username, email = _username_checked(username), _email_checked(email)
     try:
@@ -71,9 +72,10 @@ def account_signup(*, username: str, email: str, password: str) -> None:
         raise InvalidInput(fields={"password": " ".join(exc.messages)}) from None
     encoded = make_password(password)
     _account_list_delete_lapsed(username=username, email=email)
-    if User.objects.filter(username__iexact=username).exists():
+    if username_taken(username):
         raise UsernameTaken()
     if (owner := user_by_email(email)) is not None:
+        _username_hold(username)
         _email_send(Email.SIGNUP_TRIED, user_id=owner.pk)
         return
     try:
@@ -83,9 +85,10 @@ def account_signup(*, username: str, email: str, password: str) -> None:
             user.save(update_fields=["password"])
             account = Account.objects.create(user=user, email=email)
     except IntegrityError:  # another sign-up took the username or the email meanwhile
-        if User.objects.filter(username__iexact=username).exists():
+        if username_taken(username):
             raise UsernameTaken() from None
         if (owner := user_by_email(email)) is not None:
+            _username_hold(username)
             _email_send(Email.SIGNUP_TRIED, user_id=owner.pk)
         return
     logger.info("account %s signed up; verification link to be sent", account.user_id)
@@ -168,9 +171,20 @@ def _account_state(account: Account) -> str:
     return salted_hmac(VERIFY_SALT, value, algorithm="sha256").hexdigest()[:32]
 
 
+def _username_hold(username: str) -> None:
+    """Hold ``username`` as a sign-up that made its account would; one held already stays as it is."""
+    try:
+        with transaction.atomic():
+            UsernameHold.objects.get_or_create(username=username.lower())
+    except IntegrityError:  # held meanwhile by another sign-up
+        pass
+
+
 def _account_list_delete_lapsed(*, username: str, email: str) -> None:
-    """Delete the accounts with this username or email that never proved their email in time."""
+    """Delete the accounts with this username or email that never proved their email in time, and a
+    hold of the username as old."""
     lapsed_before = timezone.now() - timedelta(seconds=settings.ACCOUNT_VERIFY_MAX_AGE_SECONDS)
+    UsernameHold.objects.filter(username=username.lower(), created_at__lt=lapsed_before).delete()
     stale = Account.objects.filter(email_verified_at=None, created_at__lt=lapsed_before, user__is_active=False)
     by_email = user_by_email(email)
     for account in stale.filter(user__username__iexact=username) | stale.filter(user_id=getattr(by_email, "pk", 0)):

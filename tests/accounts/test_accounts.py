@@ -47,8 +47,9 @@ def test_sign_up_verify_by_the_emailed_link_then_log_in_by_username_or_email(cli
     user = User.objects.get(username="ann")
     assert not user.is_active and Account.objects.get(user=user).email == "ann@example.com"
     refused = log_in(client, "ann")
-    assert refused.status_code == 200 and "Confirm your email address first" in refused.content.decode()
-    assert "Wrong username, email or password." in log_in(client, "ann", "wrong-password").content.decode()
+    assert refused.status_code == 200 and "your email address is not confirmed yet" in refused.content.decode()
+    wrong = log_in(client, "ann", "wrong-password")
+    assert refused.context["form"].errors == wrong.context["form"].errors  # the password told nothing
     [email] = inbox.take()
     assert email["To"] == "ann@example.com" and email["Subject"] == "Confirm your email address"
 
