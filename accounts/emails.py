@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import PasswordResetForm
 from django.contrib.auth.tokens import default_token_generator
 from django.core.mail import EmailMultiAlternatives
+from django.db import OperationalError
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.encoding import force_bytes
@@ -20,10 +21,15 @@ from accounts.services import Email, account_verification_token
 
 logger = logging.getLogger(__name__)
 
+# What may pass: a database or mail server away for a moment. They reach the task, which retries them
+# (``accounts.tasks``); OSError covers smtplib's errors and a refused connection.
+TRANSIENT_ERRORS = (OperationalError, OSError)
+
 
 def account_email_send(*, kind: str, user_id: int | None = None, email: str | None = None) -> bool:
     """Send the account email ``kind`` (``accounts.services.Email``) to the user, or for the address.
-    False if there is nobody to send it to, or the mail server refused (logged: the buyer may ask again)."""
+    False if there is nobody to send it to, or it cannot be made (logged: the buyer may ask again);
+    ``TRANSIENT_ERRORS`` are raised, for the task to retry."""
     try:
         if kind == Email.VERIFY:
             return _verification_send(Account.objects.select_related("user").filter(user_id=user_id).first())
@@ -39,6 +45,8 @@ def account_email_send(*, kind: str, user_id: int | None = None, email: str | No
             if form.is_valid():
                 form.save(**reset_link_options())
             return form.sent
+    except TRANSIENT_ERRORS:
+        raise
     except Exception:
         logger.exception("account email %s could not be sent", kind)
         return False
