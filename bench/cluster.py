@@ -272,7 +272,7 @@ class Client:
 
 def drive(*, driver: int, hosts: list[int], token: str, seconds: float, currency: str) -> dict:
     """Place, pay, cancel or leave orders until ``seconds`` have passed; what each answer said."""
-    from orders.payments.stripe import webhook_sign
+    from payments.providers.stripe import webhook_sign
 
     rng, client = random.Random(driver), Client(hosts, token)
     rng.shuffle(client.live)

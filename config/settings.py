@@ -71,6 +71,8 @@ LOCAL_APPS = [
     "inventory",
     "vouchers",
     "orders",
+    "payments",
+    "fulfilment",
     "accounts",
     "demo",
 ]
@@ -289,12 +291,15 @@ SOLD_OUT_MARK_SECONDS = env.float("SOLD_OUT_MARK_SECONDS", default=5)
 # Unpaid orders a guest may keep open per browser session and per client address.
 GUEST_MAX_OPEN_ORDERS_PER_CLIENT = env.int("GUEST_MAX_OPEN_ORDERS_PER_CLIENT", default=3)
 
-# --- Payments (orders.payments) ---------------------------------------------------------------
+# --- Payments (payments.providers) ---------------------------------------------------------------
 # Each provider's class, by the name its payments and its webhook endpoint (/payments/<name>/webhook/)
 # carry. PAYMENT_PROVIDER is the one new checkouts use: "stripe" (Stripe Checkout) or "local", a pay /
 # decline page in the shop that sends Stripe's webhooks itself, for development, tests and demos
 # (production refuses it). A payment is refunded through the provider it was made with.
-PAYMENT_PROVIDERS = {"stripe": "orders.payments.stripe.StripeProvider", "local": "orders.payments.local.LocalProvider"}
+PAYMENT_PROVIDERS = {
+    "stripe": "payments.providers.stripe.StripeProvider",
+    "local": "payments.providers.local.LocalProvider",
+}
 PAYMENT_PROVIDER = env("PAYMENT_PROVIDER", default="") or "local"
 if PAYMENT_PROVIDER not in PAYMENT_PROVIDERS:
     raise environ.ImproperlyConfigured(f"PAYMENT_PROVIDER must be one of {', '.join(PAYMENT_PROVIDERS)}")
@@ -327,7 +332,7 @@ vars().update(env.email_url("EMAIL_URL", default="consolemail://"))
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="shop@localhost")
 # The shop's public address, for the links in emails.
 SHOP_URL = env("SHOP_URL", default=f"http://127.0.0.1:{env.int('PORT', default=8000)}")
-# Order emails are sent by a beat task from the orders' states (orders.services.emails): this often, for
+# Order emails are sent by a beat task from the orders' states (fulfilment.emails): this often, for
 # orders changed within the window.
 ORDER_EMAIL_SWEEP_SECONDS = env.float("ORDER_EMAIL_SWEEP_SECONDS", default=5)
 ORDER_EMAIL_WINDOW_SECONDS = env.int("ORDER_EMAIL_WINDOW_SECONDS", default=24 * 3600)

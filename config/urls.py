@@ -11,10 +11,14 @@ from accounts.forms import LoginForm, ResetForm
 from config import error_views, health, metrics
 from config.auth_api import TokenObtainApi, TokenRevokeApi, login_throttled
 from config.error_views import API_PREFIX
+from fulfilment import apis as fulfilment_apis
+from fulfilment import views as fulfilment_views
 from inventory import apis as inventory_apis
 from orders import apis as order_apis
 from orders import views as order_views
-from orders import webhooks as payment_webhooks
+from payments import apis as payment_apis
+from payments import views as payment_views
+from payments import webhooks as payment_webhooks
 from shop import apis as shop_apis
 from shop import views as shop_views
 
@@ -35,13 +39,13 @@ api_patterns = [
     path("checkout/quote/", order_apis.CheckoutQuoteApi.as_view(), name="checkout-quote"),
     path("orders/", order_apis.OrderCollectionApi.as_view(), name="order-list"),
     path("orders/<str:number>/", order_apis.OrderDetailApi.as_view(), name="order-detail"),
-    path("orders/<str:number>/pay/", order_apis.OrderPayApi.as_view(), name="order-pay"),
+    path("orders/<str:number>/pay/", payment_apis.OrderPayApi.as_view(), name="order-pay"),
     path("orders/<str:number>/cancel/", order_apis.OrderCancelApi.as_view(), name="order-cancel"),
-    path("orders/<str:number>/refund/", order_apis.OrderRefundApi.as_view(), name="order-refund"),
-    path("orders/<str:number>/ship/", order_apis.OrderShipApi.as_view(), name="order-ship"),
-    path("orders/<str:number>/returns/", order_apis.OrderReturnApi.as_view(), name="order-returns"),
-    path("returns/<int:pk>/accept/", order_apis.ReturnAcceptApi.as_view(), name="return-accept"),
-    path("returns/<int:pk>/refuse/", order_apis.ReturnRefuseApi.as_view(), name="return-refuse"),
+    path("orders/<str:number>/refund/", payment_apis.OrderRefundApi.as_view(), name="order-refund"),
+    path("orders/<str:number>/ship/", fulfilment_apis.OrderShipApi.as_view(), name="order-ship"),
+    path("orders/<str:number>/returns/", fulfilment_apis.OrderReturnApi.as_view(), name="order-returns"),
+    path("returns/<int:pk>/accept/", fulfilment_apis.ReturnAcceptApi.as_view(), name="return-accept"),
+    path("returns/<int:pk>/refuse/", fulfilment_apis.ReturnRefuseApi.as_view(), name="return-refuse"),
     path("inventory/<str:sku>/", inventory_apis.StockDetailApi.as_view(), name="stock-detail"),
     path("inventory/<str:sku>/movements/", inventory_apis.StockMovementListApi.as_view(), name="stock-movements"),
     path("accounts/signup/", account_apis.SignupApi.as_view(), name="account-signup"),
@@ -72,11 +76,11 @@ urlpatterns = [
     path("cart/update/<str:sku>/", shop_views.cart_update_view, name="cart-update"),
     path("checkout/", order_views.checkout, name="checkout"),
     path("orders/", order_views.order_list, name="order-list"),
-    path("orders/<str:number>/", order_views.order_detail, name="order-detail"),
-    path("orders/<str:number>/pay/", order_views.order_pay_view, name="order-pay"),
+    path("orders/<str:number>/", fulfilment_views.order_detail, name="order-detail"),
+    path("orders/<str:number>/pay/", payment_views.order_pay_view, name="order-pay"),
     path("orders/<str:number>/cancel/", order_views.order_cancel_view, name="order-cancel"),
     path("orders/<str:number>/to-cart/", order_views.order_to_cart_view, name="order-to-cart"),
-    path("orders/<str:number>/return/", order_views.order_return_view, name="order-return"),
+    path("orders/<str:number>/return/", fulfilment_views.order_return_view, name="order-return"),
     path("payments/<str:provider>/webhook/", payment_webhooks.provider_webhook, name="payment-webhook"),
     path("payments/local/<str:reference>/", payment_webhooks.local_checkout, name="local-checkout"),
     # Every form that guesses at accounts (logging in, signing up, new links, password resets) is behind

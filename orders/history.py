@@ -53,20 +53,12 @@ from django.db.models import Max
 from django.utils import timezone
 
 from core.db import MissingColumns, insert_defaults, statements_run
+from fulfilment.models import Shipment, ShipmentLine
 from inventory.models import Reservation, Stock, StockMovement
 from orders.customers import email_canonical
-from orders.models import (
-    PAID_STATUSES,
-    Order,
-    OrderEmail,
-    OrderLine,
-    Payment,
-    Refund,
-    RefundLine,
-    Shipment,
-    ShipmentLine,
-)
+from orders.models import PAID_STATUSES, Order, OrderEmail, OrderLine
 from orders.pricing import tax_of
+from payments.models import Payment, Refund, RefundLine
 from shipping.models import ShippingMethod, ShippingZone
 from shipping.selectors import (
     ShippingOffer,
@@ -768,7 +760,7 @@ class _History:
                 self.refund_lines.rows.append(f"{updated}\t{updated}\t{values}{self.refund_lines.tail}")
 
     def email_rows(self, order_id: int, status: str, recipient: str, *, placed: int, settled: int) -> None:
-        """The records of the emails the order's buyer was sent (``orders.services.emails``): placed, and paid,
+        """The records of the emails the order's buyer was sent (``fulfilment.emails``): placed, and paid,
         failed or expired when it was."""
         kinds = [(OrderEmail.Kind.PLACED, placed)]
         if status in CAPTURED:

@@ -2,6 +2,7 @@
 
 from datetime import timedelta
 
+from django.apps import apps
 from django.conf import settings
 from django.db.models import (
     Exists,
@@ -12,12 +13,11 @@ from django.db.models import (
     Sum,
 )
 from django.db.models.functions import Now
-from django.utils import timezone
 
 from core.clock import db_now
 from core.collation import Exact
 from inventory.models import Reservation
-from orders.models import PAID_STATUSES, Order, OrderLine, Payment, ReturnLine, ReturnRequest
+from orders.models import PAID_STATUSES, Order, OrderLine
 from vouchers.models import VoucherUse
 
 # What the order pages and the API show of what happened after payment: shipments, refunds, returns.
@@ -39,8 +39,13 @@ FINAL_STATUSES = [
 
 def order_charge_waiting() -> Exists:
     """Whether an order has a charge taken and not yet applied (its stock lock was busy): such an order
-    is not expired, so a lock that is only busy never costs the buyer the stock they paid for."""
-    return Exists(Payment.objects.filter(order=OuterRef("pk"), state=Payment.State.CHARGED))
+    is not expired, so a lock that is only busy never costs the buyer the stock they paid for.
+
+    The one rule of an order that reads its payments: through the app registry, as Django reaches a model
+    of an app above (``payments`` refers to orders; orders import nothing of it).
+    """
+    payment = apps.get_model("payments", "Payment")
+    return Exists(payment.objects.filter(order=OuterRef("pk"), state=payment.State.CHARGED))
 
 
 def order_list_overdue() -> QuerySet[Order]:
@@ -145,13 +150,6 @@ def order_list_for_visitor(*, customer, guest_numbers) -> QuerySet[Order]:
     return Order.objects.filter(mine).order_by("-created_at", "-id")
 
 
-def payment_list_unsettled(*, older_than: timedelta) -> QuerySet:
-    """Charges neither applied nor refunded (their payer died or lost the database) for ``older_than``."""
-    return Payment.objects.filter(
-        state__in=[Payment.State.CHARGED, Payment.State.REFUNDING], updated_at__lt=timezone.now() - older_than
-    ).order_by("pk")[:500]
-
-
 def order_units_held(*, buyers, variant_ids) -> dict[tuple[str, int], int]:
     """Units each buyer holds of each product across their unpaid and paid orders, by (buyer, product id).
 
@@ -185,70 +183,9 @@ def order_count_open_guest(*, client_address: str = "", numbers=()) -> int:
     return max(from_address, from_browser)
 
 
-def payment_find_in_progress(*, order: Order) -> Payment | None:
-    """The order's payment that may still pay it: pending (the buyer may still be paying) or charged and
-    about to be applied. While there is one, paying again returns it rather than starting another."""
-    if order.status != Order.Status.AWAITING_PAYMENT:
-        return None
-    return order.payments.filter(state__in=[Payment.State.PENDING, Payment.State.CHARGED]).last()
-
-
-def payment_find_in_review(*, order: Order) -> Payment | None:
-    """The order's charge of another amount or currency than asked, waiting for staff: the order is not
-    charged again meanwhile (``PaymentInReview``)."""
-    return order.payments.filter(state=Payment.State.REVIEW).last()
-
-
-def payment_find_refunded_late(*, order: Order) -> Payment | None:
-    """A payment of the order that succeeded when the order could no longer be paid, and was refunded."""
-    if order.status == Order.Status.REFUNDED:
-        return None  # the order itself was refunded: said otherwise
-    return order.payments.filter(state=Payment.State.REFUNDED).last()
-
-
-def payment_find_by_reference(*, reference: str, provider: str) -> Payment | None:
-    return Payment.objects.select_related("order").filter(reference=reference, provider=provider).first()
-
-
 def order_find_by_number(*, number: str) -> Order | None:
     """Any customer's order, for staff (and for an order link whose signature names it)."""
     return Order.objects.filter(number=number).prefetch_related(*AFTER_PAYMENT).first()
-
-
-def payment_find_for_outcome(*, provider: str, outcome) -> Payment | None:
-    """The payment a provider's event is about: by its checkout, else by the metadata we gave the
-    provider (order number and attempt), else by the provider's id of the money movement."""
-    payments = Payment.objects.select_related("order").filter(provider=provider)
-    if outcome.checkout:  # a checkout names its payment: never another payment of the same order
-        return payments.filter(reference=outcome.checkout).first()
-    if outcome.order_number and outcome.attempt is not None:
-        if found := payments.filter(order__number=outcome.order_number, attempt=outcome.attempt).first():
-            return found
-    if outcome.provider_payment:
-        return payments.filter(provider_payment=outcome.provider_payment).first()
-    return None
-
-
-def payment_list_checkouts_unpayable(*, order_id: int | None = None) -> QuerySet[Payment]:
-    """Pending payments whose order can no longer be paid: cancelled, failed, paid or refunded, deleted, or
-    expired past its payable window (EXPIRED_ORDER_PAYABLE_SECONDS). Oldest first, at most 500."""
-    past_window = db_now() - timedelta(seconds=settings.EXPIRED_ORDER_PAYABLE_SECONDS)
-    unpayable = (
-        Q(
-            order__status__in=[
-                Order.Status.CANCELLED,
-                Order.Status.PAYMENT_FAILED,
-                *PAID_STATUSES,
-                Order.Status.REFUNDED,
-            ]
-        )
-        | Q(order__status=Order.Status.EXPIRED, order__expires_at__lt=past_window)
-        | Q(order__is_deleted=True)
-    )
-    payments = Payment.objects.filter(unpayable, state=Payment.State.PENDING).select_related("order")
-    if order_id is not None:
-        payments = payments.filter(order_id=order_id)
-    return payments.order_by("pk")[:500]
 
 
 def order_last_shipping_address(*, customer) -> dict | None:
@@ -257,29 +194,5 @@ def order_last_shipping_address(*, customer) -> dict | None:
         Order.objects.filter(customer=customer, shipping_address__isnull=False)
         .order_by("-created_at", "-id")
         .values_list("shipping_address", flat=True)
-        .first()
-    )
-
-
-def order_units_returnable(order: Order, *, lines: dict[str, OrderLine] | None = None) -> dict[str, int]:
-    """Per SKU, the units the buyer may still ask to return: at the customer and not refunded
-    (``LineUnits.returnable``), less those open returns ask back already."""
-    if lines is None:
-        lines = {line.variant.sku: line for line in order.lines.select_related("variant").order_by("pk")}
-    open_requests = (
-        ReturnLine.objects.filter(return_request__order=order, return_request__state=ReturnRequest.State.REQUESTED)
-        .values("order_line")
-        .annotate(units=Sum("quantity"))
-    )
-    asked = {row["order_line"]: row["units"] for row in open_requests}
-    return {sku: max(0, line.units.returnable - asked.get(line.pk, 0)) for sku, line in lines.items()}
-
-
-def return_find(*, pk: int) -> ReturnRequest | None:
-    """A return with what its output shows (its order, lines and refund)."""
-    return (
-        ReturnRequest.objects.filter(pk=pk)
-        .select_related("order", "refund")
-        .prefetch_related("lines__order_line__variant")
         .first()
     )

@@ -1,35 +1,27 @@
-"""Checkout and order pages. Thin: a form, one service call, a page; refusals are shown as the errors
-explain themselves, and what the session keeps is ``orders.checkout``'s business."""
+"""Checkout, the visitor's orders and cancelling one (an order's own page is ``fulfilment.views``').
+
+Thin: a form, one service call, a page; refusals are shown as the errors explain themselves, and what
+the session keeps is ``orders.checkout``'s business."""
 
 from django.contrib import messages
-from django.contrib.auth.views import redirect_to_login
 from django.http import Http404
 from django.shortcuts import redirect, render
-from django.urls import reverse
 from django.views.decorators.http import require_POST
 from rest_framework.exceptions import Throttled
 
 from core.errors import DomainError
-from core.numbers import NumberInvalid, number_whole
 from core.pages import page_or_404
 from core.throttling import voucher_check_start
 from orders.checkout import CheckoutSession, connection_loss_refused
 from orders.customers import buyer_of
-from orders.errors import IdempotencyConflict, OrderLinkExpired
+from orders.errors import IdempotencyConflict
 from orders.forms import AddressForm, CheckoutForm
-from orders.models import PAID_STATUSES
 from orders.selectors import (
-    order_find_by_number,
     order_find_for_customer,
     order_last_shipping_address,
     order_list_for_visitor,
-    order_units_returnable,
-    payment_find_in_progress,
-    payment_find_in_review,
-    payment_find_refunded_late,
 )
-from orders.services import order_cancel, order_pay, order_place, order_quote, return_request_create
-from orders.services.emails import order_link_check
+from orders.services import order_cancel, order_place, order_quote
 from orders.throttling import OrderThrottle
 from shipping.errors import ShippingMethodUnavailable
 from shipping.selectors import address_book_list
@@ -218,92 +210,10 @@ def _checkout_submitted(request, form: CheckoutForm, visitor: CheckoutSession) -
     return True
 
 
-def order_detail(request, number: str):
-    order = _own_order(request, number)
-    if order is None and "key" in request.GET:
-        return _order_by_link(request, number=number, key=request.GET["key"])
-    if order is None:
-        raise Http404("No such order.")
-    return _order_page(request, order, own=True)
-
-
-def _order_by_link(request, *, number: str, key: str):
-    """The signed link of an order email, opened where the order is not the visitor's own: a guest's order
-    is shown, with nothing to do on it; an account's order is shown once its owner logs in."""
-    try:
-        valid = order_link_check(number=number, key=key)
-    except OrderLinkExpired as exc:
-        return render(
-            request, "orders/order_link_expired.html", {"number": number, "error": exc}, status=exc.status_code
-        )
-    order = order_find_by_number(number=number) if valid else None
-    if order is None:
-        raise Http404("No such order.")
-    if order.customer_id is not None:
-        return redirect_to_login(reverse("order-detail", args=[number]))
-    return _order_page(request, order, own=False)
-
-
-def _order_page(request, order, *, own: bool):
-    """The order page; ``own`` (the browser that placed it, or the account that owns it) may pay, cancel
-    and ask to return shipped units."""
-    returnable = order_units_returnable(order) if own and order.status in PAID_STATUSES else {}
-    context = {
-        "order": order,
-        "own": own,
-        "payment": payment_find_in_progress(order=order),
-        "in_review": payment_find_in_review(order=order),
-        "refunded": payment_find_refunded_late(order=order),
-        "returnable": [
-            (line, returnable[line.variant.sku]) for line in order.lines.all() if returnable.get(line.variant.sku)
-        ],
-        "returns": order.returns.prefetch_related("lines__order_line__variant").select_related("refund"),
-    }
-    return render(request, "orders/order.html", context)
-
-
-@require_POST
-def order_return_view(request, number: str):
-    """The buyer asks to return shipped units: ``units_<line id>`` per line, and a ``reason``."""
-    order = _order_for(request, number)
-    quantities = {}
-    for line in order.lines_with_variants():
-        try:
-            units = number_whole(request.POST.get(f"units_{line.pk}", "") or "0", high=line.quantity)
-        except NumberInvalid as exc:
-            messages.error(request, f"{line.variant.name}: {exc}")
-            return redirect("order-detail", number=order.number)
-        if units:
-            quantities[line.variant.sku] = units
-    try:
-        return_request_create(order=order, quantities=quantities, reason=request.POST.get("reason", ""))
-    except DomainError as exc:
-        messages.error(request, exc.explain())
-    else:
-        messages.success(request, "Return requested: we email you once we have looked at it.")
-    return redirect("order-detail", number=order.number)
-
-
-@require_POST
-def order_pay_view(request, number: str):
-    """Send the buyer to the provider's page; its webhook tells the shop the outcome later."""
-    order = _order_for(request, number)
-    try:
-        payment = order_pay(
-            order=order, return_url=request.build_absolute_uri(reverse("order-detail", args=[order.number]))
-        )
-    except DomainError as exc:
-        messages.error(request, exc.explain())
-        return redirect("order-detail", number=order.number)
-    if payment.state != payment.State.PENDING:
-        return redirect("order-detail", number=order.number)  # paid, or a charge being applied: nothing to pay
-    return redirect(payment.redirect_url)
-
-
 @require_POST
 def order_cancel_view(request, number: str):
     try:
-        order_cancel(order=_order_for(request, number))
+        order_cancel(order=order_for_visitor(request, number))
         messages.success(request, "Order cancelled; its items are back on sale.")
     except DomainError as exc:
         messages.error(request, exc.explain())
@@ -319,7 +229,7 @@ def order_list(request):
     return render(request, "orders/order_list.html", {"orders": page, "page": page})
 
 
-def _own_order(request, number: str):
+def order_own(request, number: str):
     """The visitor's own order, or None: their account's, or one this browser placed as a guest."""
     order = None
     if request.user.is_authenticated:
@@ -329,9 +239,9 @@ def _own_order(request, number: str):
     return order
 
 
-def _order_for(request, number: str):
+def order_for_visitor(request, number: str):
     """The visitor's own order, to act on; any other is as good as missing."""
-    order = _own_order(request, number)
+    order = order_own(request, number)
     if order is None:
         raise Http404("No such order.")
     return order
@@ -340,7 +250,7 @@ def _order_for(request, number: str):
 @require_POST
 def order_to_cart_view(request, number: str):
     """Put an order's lines back in the cart (after a declined payment, say), to change it and order again."""
-    order = _order_for(request, number)
+    order = order_for_visitor(request, number)
     for line in order.lines_with_variants():
         cart_set(request.session, sku=line.variant.sku, quantity=line.quantity)
     messages.success(request, f"The items of order {order.number} are back in your cart.")

@@ -16,10 +16,17 @@ from django.test import Client
 from inventory.locks import outage, soldout
 from inventory.models import Stock, StockMovement
 from inventory.services import stock_restock
-from orders.models import Order, Payment, PaymentEvent
-from orders.payments.local import LOCAL_OUTCOMES, LOCAL_WEBHOOK_SEND, LocalProvider, local_event, local_webhook_secret
-from orders.payments.stripe import webhook_sign
-from orders.services import order_pay, payment_event_process, payment_event_receive
+from orders.models import Order
+from payments.models import Payment, PaymentEvent
+from payments.providers.local import (
+    LOCAL_OUTCOMES,
+    LOCAL_WEBHOOK_SEND,
+    LocalProvider,
+    local_event,
+    local_webhook_secret,
+)
+from payments.providers.stripe import webhook_sign
+from payments.services import order_pay, payment_event_process, payment_event_receive
 from shipping.models import ShippingMethod, ShippingZone
 from shop.models import Product, ProductVariant
 from tax.models import TaxClass, TaxRate
@@ -299,7 +306,7 @@ def shop_staff(staff_user):
 
     staff_user.user_permissions.add(
         *Permission.objects.filter(
-            content_type__app_label__in=["shop", "inventory", "orders", "shipping", "tax", "vouchers", "accounts"]
+            content_type__app_label__in=["shop", "inventory", "orders", "payments", "fulfilment", "shipping", "tax", "vouchers", "accounts"]
         )
     )
     return staff_user

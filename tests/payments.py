@@ -1,9 +1,10 @@
 """Paying in tests: a recording provider, and the buyer's and the provider's steps as one-liners."""
 
 from inventory import locks
-from orders.models import Payment
-from orders.payments.local import LocalProvider, local_event
-from orders.services import order_pay, order_place
+from orders.services import order_place
+from payments.models import Payment
+from payments.providers.local import LocalProvider, local_event
+from payments.services import order_pay
 from tests.conftest import webhook_deliver
 
 RETURN_URL = "http://testserver/orders/"

@@ -10,7 +10,8 @@ from django.conf import settings
 from django.db import connections
 
 from bench.soak.record import Tally, count_logs
-from orders.services import order_release_expired, order_release_failed_payments, payment_list_settle
+from orders.services import order_release_expired, order_release_failed_payments
+from payments.services import payment_list_settle
 
 
 @dataclass

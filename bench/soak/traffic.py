@@ -20,18 +20,12 @@ from core.errors import DomainError
 from inventory import sql
 from inventory.models import Stock
 from inventory.services import stock_adjust, stock_restock
-from orders.models import Order, Payment, PaymentEvent
-from orders.payments.local import LOCAL_OUTCOMES, local_event
-from orders.payments.stripe import webhook_event_verify, webhook_sign
-from orders.services import (
-    order_cancel,
-    order_expire,
-    order_fail_payment,
-    order_pay,
-    order_place,
-    payment_event_process,
-    payment_event_receive,
-)
+from orders.models import Order
+from orders.services import order_cancel, order_expire, order_fail_payment, order_place
+from payments.models import Payment, PaymentEvent
+from payments.providers.local import LOCAL_OUTCOMES, local_event
+from payments.providers.stripe import webhook_event_verify, webhook_sign
+from payments.services import order_pay, payment_event_process, payment_event_receive
 
 Status = Order.Status
 

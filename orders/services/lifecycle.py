@@ -1,11 +1,14 @@
-"""Order status changes after placement: expiry, failed payment, cancellation.
+"""Order status changes after placement: expiry, failed payment, cancellation, a free order paid, shipped.
 
 Every status change is a conditional UPDATE on the current status (``order_transition``), so a
 payment racing an expiry has exactly one winner, and the stock change rides in the same transaction.
 """
 
+import logging
+
 from celery import current_app
 from django.db import transaction
+from django.utils import timezone
 
 from inventory.models import Reservation
 from inventory.section import stock_section
@@ -22,9 +25,12 @@ from orders.models import PAID_STATUSES, Order
 from orders.selectors import order_list_overdue
 from vouchers.services import voucher_use_commit, voucher_use_release
 
+logger = logging.getLogger(__name__)
+
 Status = Order.Status
 
-# Enqueued by name: orders.tasks imports these services, so they do not import it back.
+# Enqueued by name: orders.tasks imports these services, so they do not import it back, and the task
+# that expires a cancelled order's checkouts is the payments app's (``payments.tasks``, under its old name).
 RELEASE_ORDER_STOCK = "orders.tasks.release_order_stock"
 EXPIRE_ORDER_CHECKOUTS = "orders.tasks.expire_order_checkouts"
 
@@ -139,3 +145,35 @@ def order_reservations_settle(*, order: Order) -> list[Reservation]:
         if order.status in (Status.CANCELLED, Status.EXPIRED, Status.PAYMENT_FAILED):
             return order_stock_release(order=order, reason=order.status)
     return []
+
+
+def order_complete_free(*, order: Order) -> Order:
+    """A free order (total 0.00: a 100% voucher with free shipping, a free product) is paid as soon as it is
+    placed, without a provider (none can charge nothing): its stock and voucher use are committed, and its
+    receipt is emailed, as for any paid order. Any other order, or one paid already, is returned as it is."""
+    if order.total != 0 or order.status != Status.AWAITING_PAYMENT:
+        return order
+    with stock_section(skus=order.skus):
+        if not order_paid_free(order):
+            order.refresh_from_db(fields=["status", "paid_at"])
+    return order
+
+
+def order_paid_free(order: Order) -> bool:
+    """In the order's stock section: pay a free order awaiting payment. True if this call paid it."""
+    if not order_transition(order, from_statuses=[Status.AWAITING_PAYMENT], to=Status.PAID, paid_at=timezone.now()):
+        return False
+    order_stock_commit(order=order)
+    logger.info("order %s is free: paid without a provider", order)
+    return True
+
+
+def order_units_shippable(order: Order) -> int:
+    """Units of the order left to ship, as its lines count them now."""
+    return sum(line.units.shippable for line in order.lines.all())
+
+
+def order_shipped_if_nothing_left(order: Order) -> None:
+    """A partially shipped order whose last units left to ship were refunded is shipped: nothing more goes."""
+    if order.status == Status.PARTIALLY_SHIPPED and not order_units_shippable(order):
+        order_transition(order, from_statuses=[Status.PARTIALLY_SHIPPED], to=Status.SHIPPED)

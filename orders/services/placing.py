@@ -38,9 +38,8 @@ from orders.errors import IdempotencyConflict, TooManyOpenOrders
 from orders.models import Order, OrderLine, new_order_number
 from orders.pricing import OrderPrice, order_price
 from orders.selectors import order_count_open_guest, order_list_overdue_holding, order_units_held
-from orders.services.lifecycle import order_list_expire
+from orders.services.lifecycle import order_complete_free, order_list_expire
 from orders.services.limits import order_lines_check_limits
-from orders.services.paying import order_complete_free
 from orders.services.quoting import order_addresses_check
 from shipping.selectors import shipping_methods_from_rows, shipping_methods_statement
 from shop.models import ProductVariant

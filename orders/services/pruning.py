@@ -1,7 +1,6 @@
 """Rows kept only for a while, pruned so that their tables stop growing with history.
 
-A processed payment event is kept ``PAYMENT_EVENT_KEEP_DAYS`` (its id refuses a provider's redelivery
-meanwhile; Stripe redelivers for three days), a record of an email sent ``ORDER_EMAIL_KEEP_DAYS``
+A record of an email sent is kept ``ORDER_EMAIL_KEEP_DAYS``
 (it stops a second copy; the email sweep looks back only ``ORDER_EMAIL_WINDOW_SECONDS``). Orders,
 payments, refunds and the stock ledger are the books and are never pruned.
 """
@@ -12,13 +11,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from core.db import delete_in_batches
-from orders.models import OrderEmail, PaymentEvent
-
-
-def payment_event_list_prune() -> int:
-    """Delete processed payment events older than ``PAYMENT_EVENT_KEEP_DAYS``; unprocessed ones stay."""
-    before = timezone.now() - timedelta(days=settings.PAYMENT_EVENT_KEEP_DAYS)
-    return delete_in_batches(PaymentEvent.all_objects.filter(processed_at__lt=before))
+from orders.models import OrderEmail
 
 
 def order_email_list_prune() -> int:

@@ -13,7 +13,8 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.test import APIClient
 
 from config.error_views import API_PREFIX
-from orders.models import Order, ReturnRequest
+from fulfilment.models import ReturnRequest
+from orders.models import Order
 from orders.services import order_place
 from shipping.services import address_book_add
 from tests.conftest import ADDRESS_DE, ADDRESS_US, client_for

@@ -9,7 +9,7 @@ import pytest
 from drf_spectacular.generators import SchemaGenerator
 
 from config.error_views import API_PREFIX
-from orders.models import ReturnRequest
+from fulfilment.models import ReturnRequest
 from orders.services import order_place
 from shipping.services import address_book_add
 from tests.conftest import ADDRESS_DE, client_for

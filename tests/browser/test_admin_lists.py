@@ -10,7 +10,7 @@ from tests.conftest import ADDRESS_DE, pay
 WIDTH = 1280
 
 
-@pytest.mark.parametrize("path", ["/admin/orders/order/", "/admin/orders/paymentevent/"])
+@pytest.mark.parametrize("path", ["/admin/orders/order/", "/admin/payments/paymentevent/"])
 def test_the_orders_and_payment_events_lists_fit_1280_px(page, shipping_rules, path):
     demo_catalog_seed(staff_password="staff-pass-123")
     for n in range(3):

@@ -11,8 +11,8 @@ from decimal import Decimal
 import pytest
 from playwright.sync_api import expect
 
+from fulfilment.tasks import send_order_emails
 from orders.models import Order
-from orders.tasks import send_order_emails
 from tests.browser.conftest import screenshot
 from tests.browser.test_phone_width import PHONE, assert_on_screen
 from tests.conftest import ADDRESS_DE, assert_books_balance, stock_of

@@ -9,8 +9,8 @@ from decimal import Decimal
 import pytest
 from playwright.sync_api import expect
 
+from fulfilment.tasks import send_order_emails
 from orders.models import Order
-from orders.tasks import send_order_emails
 from tests.browser.conftest import screenshot
 from tests.browser.test_checkout_shipping import WEBHOOK_TIMEOUT, to_checkout
 from tests.conftest import assert_books_balance, assert_voucher_books, stock_of

@@ -16,7 +16,7 @@ LISTS = [
     "/admin/orders/order/?status__exact=awaiting_payment",
     "/admin/inventory/stockmovement/",
     "/admin/inventory/reservation/",
-    "/admin/orders/paymentevent/",
+    "/admin/payments/paymentevent/",
 ]
 
 

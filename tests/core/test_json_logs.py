@@ -49,7 +49,7 @@ def test_each_line_is_json_with_the_request_id_and_the_order_and_sku_it_is_about
     lines = [line for line in json_lines() if line["request_id"] == "req-42"]
     assert lines and all({"time", "level", "logger", "message"} <= set(line) for line in lines)
     refunded = next(line for line in lines if line["message"] == f"order {order.number} refunded in full")
-    assert (refunded["level"], refunded["logger"]) == ("INFO", "orders.services.refunds")
+    assert (refunded["level"], refunded["logger"]) == ("INFO", "payments.services.refunds")
     assert (refunded["order"], refunded["sku"]) == (order.number, "MUG")  # written inside MUG's stock section
     restocked = next(line for line in lines if line["logger"] == "inventory.services")
     assert "refund_restock" in restocked["message"]

@@ -16,9 +16,12 @@ from django.test import Client
 from django.urls import resolve
 
 from core.numbers import NumberInvalid, number_decimal, number_whole
+from fulfilment.models import ReturnRequest, Shipment
+from fulfilment.services import Tracking, order_ship
 from inventory.models import Stock
-from orders.models import Order, Refund, ReturnRequest, Shipment
-from orders.services import Tracking, order_place, order_ship
+from orders.models import Order
+from orders.services import order_place
+from payments.models import Refund
 from shipping.models import AddressBookEntry
 from shop.models import ProductVariant
 from tests.conftest import ADDRESS_DE, client_for, pay

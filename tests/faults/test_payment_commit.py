@@ -15,8 +15,10 @@ from django.db import OperationalError, connection
 
 from core.db import LOST_CONNECTION
 from inventory.models import StockMovement
-from orders.models import Order, Payment
-from orders.services import order_cancel, order_place, paying, payment_list_settle
+from orders.models import Order
+from orders.services import order_cancel, order_place, paying
+from payments.models import Payment
+from payments.services import payment_list_settle
 from tests.conftest import pay, stock_of
 from tests.faults.conftest import assert_books
 

@@ -33,18 +33,13 @@ from django.utils import timezone
 
 from core.errors import DomainError
 from inventory.locks import sku_locks
-from orders.models import Order, Payment, PaymentEvent
-from orders.payments.local import local_event
-from orders.services import (
-    order_cancel,
-    order_expire,
-    order_pay,
-    order_place,
-    payment_event_list_process,
-    payment_event_receive,
-    payment_list_settle,
-)
-from orders.tasks import RETRYABLE, process_payment_event
+from orders.models import Order
+from orders.services import order_cancel, order_expire, order_place
+from orders.tasks import RETRYABLE
+from payments.models import Payment, PaymentEvent
+from payments.providers.local import local_event
+from payments.services import order_pay, payment_event_list_process, payment_event_receive, payment_list_settle
+from payments.tasks import process_payment_event
 from tests.conftest import stock_of
 from tests.faults.conftest import assert_books
 from tests.payments import RETURN_URL, RecordingProvider

@@ -9,9 +9,11 @@ from django.utils import timezone
 
 from inventory import locks
 from inventory.errors import LockTimeout, LockUnavailable
-from orders.models import Order, Payment, PaymentEvent
-from orders.payments.local import local_event
-from orders.services import order_expire, order_release_expired, payment_event_process, payment_settle
+from orders.models import Order
+from orders.services import order_expire, order_release_expired
+from payments.models import Payment, PaymentEvent
+from payments.providers.local import local_event
+from payments.services import payment_event_process, payment_settle
 from tests.conftest import webhook_deliver
 from tests.faults.conftest import assert_books
 from tests.payments import place, start

@@ -18,9 +18,11 @@ from django.utils import timezone
 from inventory import locks
 from inventory.models import StockMovement
 from orders.admin import OrderAdmin
-from orders.models import Order, Payment
-from orders.payments.local import LocalProvider, local_event
-from orders.services import order_cancel, order_expire, order_place, refund_list_settle
+from orders.models import Order
+from orders.services import order_cancel, order_expire, order_place
+from payments.models import Payment
+from payments.providers.local import LocalProvider, local_event
+from payments.services import refund_list_settle
 from tests.conftest import assert_books_balance, messages_of, pay, stock_of, webhook_deliver
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -200,7 +202,7 @@ def paid_after_the_delete_check(order, monkeypatch):
             assert charging.wait(10)
         return checked
 
-    monkeypatch.setattr("orders.services.paying.payment_provider", SlowProvider)
+    monkeypatch.setattr("payments.services.paying.payment_provider", SlowProvider)
     monkeypatch.setattr(OrderAdmin, "get_deleted_objects", check_then_pay)
     try:
         yield outcome
@@ -418,8 +420,8 @@ def test_the_order_and_payment_event_lists_load_the_stylesheet_that_fits_them(st
     make_variant(sku="MUG", stock=10)
     pay(place("MUG", 1, "a"))
 
-    for url in [CHANGELIST, reverse("admin:orders_paymentevent_changelist")]:
+    for url in [CHANGELIST, reverse("admin:payments_paymentevent_changelist")]:
         page = staff_admin.get(url).content.decode()
         assert "/static/core/admin.css" in page
-    events = staff_admin.get(reverse("admin:orders_paymentevent_changelist"))
+    events = staff_admin.get(reverse("admin:payments_paymentevent_changelist"))
     assert events.context["cl"].list_display[-1] == "processed"  # a yes/no icon, not a second date

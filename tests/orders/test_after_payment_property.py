@@ -26,13 +26,17 @@ from hypothesis import strategies as st
 
 from core.errors import DomainError
 from core.money import money_round
+from fulfilment.models import ReturnRequest, Shipment, ShipmentLine
+from fulfilment.services import Tracking, order_ship
+from fulfilment.services.returns import return_request_accept, return_request_create, return_request_refuse
 from inventory.models import StockMovement
-from orders.drift import order_line_list_units_broken, payment_list_refund_drift
-from orders.models import Order, Payment, Refund, ReturnRequest, Shipment, ShipmentLine
-from orders.payments.local import local_event
-from orders.services import Tracking, order_place, order_refund, order_ship
-from orders.services.returns import return_request_accept, return_request_create, return_request_refuse
+from orders.models import Order
+from orders.services import order_place
 from orders.units import REFUND_RESTOCK
+from payments.drift import order_line_list_units_broken, payment_list_refund_drift
+from payments.models import Payment, Refund
+from payments.providers.local import local_event
+from payments.services import order_refund
 from tests.conftest import assert_books_balance, pay, stock_of, webhook_deliver
 
 pytestmark = pytest.mark.django_db

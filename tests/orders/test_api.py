@@ -4,10 +4,12 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.utils import timezone
 
+from fulfilment.services import Tracking, order_ship
 from inventory.models import StockMovement
-from orders.models import Order, Payment
-from orders.payments.local import local_event
-from orders.services import Tracking, order_release_failed_payments, order_ship
+from orders.models import Order
+from orders.services import order_release_failed_payments
+from payments.models import Payment
+from payments.providers.local import local_event
 from tests.conftest import ADDRESS_DE, assert_books_balance, client_for, pay, stock_of, webhook_deliver
 from tests.race import holding
 

@@ -8,9 +8,10 @@ from django.utils import timezone
 
 from orders.errors import OrderExpired
 from orders.models import Order
-from orders.payments.stripe import minor_units
 from orders.pricing import tax_of
-from orders.services import order_expire, order_pay, order_place
+from orders.services import order_expire, order_place
+from payments.providers.stripe import minor_units
+from payments.services import order_pay
 from shipping.models import ShippingMethod
 from tax.models import TaxRate
 from tests.conftest import ADDRESS_DE, ADDRESS_US, stock_of

@@ -7,11 +7,16 @@ import pytest
 from django.core.management import call_command
 
 from core.errors import DomainError, InvalidInput
-from orders.errors import OrderNotCancellable, OrderNotShippable, ShipmentExceedsOrder
-from orders.models import Order, OrderLine, Shipment
+from fulfilment.emails import order_email_list_send
+from fulfilment.errors import OrderNotShippable, ShipmentExceedsOrder
+from fulfilment.models import Shipment
+from fulfilment.services import Tracking, order_ship
+from orders.errors import OrderNotCancellable
+from orders.links import order_link
+from orders.models import Order, OrderLine
 from orders.selectors import order_units_held
-from orders.services import Tracking, order_cancel, order_place, order_refund, order_ship
-from orders.services.emails import order_email_list_send, order_link
+from orders.services import order_cancel, order_place
+from payments.services import order_refund
 from tests.conftest import assert_books_balance, client_for, pay, stock_of
 from tests.race import run_parallel, wait_for_peers
 

@@ -7,19 +7,16 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from fulfilment.errors import ReturnNotAllowed, ShipmentExceedsOrder
+from fulfilment.models import ReturnRequest
+from fulfilment.services import Tracking, order_ship, return_request_accept, return_request_create
 from inventory.models import StockMovement
 from inventory.services import stock_restock
-from orders.drift import order_line_list_units_broken
-from orders.errors import RefundExceedsOrder, RefundFailed, ReturnNotAllowed, ShipmentExceedsOrder
-from orders.models import Order, OrderLine, ReturnRequest
-from orders.services import (
-    Tracking,
-    order_place,
-    order_refund,
-    order_ship,
-    return_request_accept,
-    return_request_create,
-)
+from orders.models import Order, OrderLine
+from orders.services import order_place
+from payments.drift import order_line_list_units_broken
+from payments.errors import RefundExceedsOrder, RefundFailed
+from payments.services import order_refund
 from tests.conftest import assert_books_balance, client_for, messages_of, pay, stock_of
 
 pytestmark = pytest.mark.django_db
@@ -268,8 +265,8 @@ def test_reconcile_reports_a_restock_of_units_at_the_customer(paid, capsys):
 def test_the_guarded_updates_refuse_more_than_is_left_even_when_the_checks_before_them_pass(paid, monkeypatch):
     order = paid["order"]
     order_refund(order=order, quantities={"MUG": 2}, restock=False)
-    monkeypatch.setattr("orders.services.fulfilment._quantities_checked", lambda lines, quantities: quantities)
-    monkeypatch.setattr("orders.services.refunds._quantities_checked", lambda lines, quantities, **_: quantities)
+    monkeypatch.setattr("fulfilment.services.shipments._quantities_checked", lambda lines, quantities: quantities)
+    monkeypatch.setattr("payments.services.refunds._quantities_checked", lambda lines, quantities, **_: quantities)
 
     with pytest.raises(ShipmentExceedsOrder):  # 1 mug is left to ship, not 3
         order_ship(order=order, tracking=DHL, quantities={"MUG": 3})

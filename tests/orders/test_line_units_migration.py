@@ -7,15 +7,11 @@ from django.core.management import call_command
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from orders.models import OrderLine, RefundLine
-from orders.services import (
-    Tracking,
-    order_place,
-    order_refund,
-    order_ship,
-    return_request_accept,
-    return_request_create,
-)
+from fulfilment.services import Tracking, order_ship, return_request_accept, return_request_create
+from orders.models import OrderLine
+from orders.services import order_place
+from payments.models import RefundLine
+from payments.services import order_refund
 from tests.conftest import pay
 
 pytestmark = pytest.mark.django_db(transaction=True)

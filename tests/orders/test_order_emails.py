@@ -10,10 +10,11 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from fulfilment.tasks import send_order_emails
+from orders.links import order_link
 from orders.models import Order, OrderEmail
-from orders.services import order_expire, order_pay, order_place, order_refund
-from orders.services.emails import order_link
-from orders.tasks import send_order_emails
+from orders.services import order_expire, order_place
+from payments.services import order_pay, order_refund
 from tests.conftest import pay
 from tests.orders.services.test_payment_flow import succeed
 from tests.smtp import html_of, text_of

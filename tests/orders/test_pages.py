@@ -11,9 +11,10 @@ from django.utils import timezone
 from bench.shipping import UNPRICED_ORDER
 from core.db import LOST_CONNECTION
 from inventory.errors import LockTimeout, LockUnavailable
-from orders.models import Order, Payment, new_order_number
-from orders.payments.local import local_event
+from orders.models import Order, new_order_number
 from orders.services import order_expire, order_place
+from payments.models import Payment
+from payments.providers.local import local_event
 from tests.conftest import assert_books_balance, stock_of, webhook_deliver
 
 pytestmark = pytest.mark.django_db

@@ -8,18 +8,19 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.core.management import CommandError, call_command
 
-from orders.drift import payment_list_refund_drift
-from orders.errors import PaymentInReview
-from orders.models import Order, Payment
-from orders.payments.local import local_event
+from orders.models import Order
 from orders.services import order_cancel
+from payments.drift import payment_list_refund_drift
+from payments.errors import PaymentInReview
+from payments.models import Payment
+from payments.providers.local import local_event
 from tests.conftest import client_for, messages_of, stock_of, webhook_deliver
 from tests.orders.services.test_refund_books import charged, provider_refunded
 from tests.payments import place, start
 
 pytestmark = pytest.mark.django_db
 
-PAYMENTS = "/admin/orders/payment/"
+PAYMENTS = "/admin/payments/payment/"
 
 
 @pytest.fixture

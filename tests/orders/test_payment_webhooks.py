@@ -16,10 +16,12 @@ from django.conf import settings
 from django.core.management import call_command
 
 from inventory.models import Reservation, StockMovement
-from orders.models import Order, Payment, PaymentEvent
-from orders.payments.local import local_event, local_webhook_secret
-from orders.payments.stripe import webhook_sign
-from orders.services import order_pay, order_place, order_refund
+from orders.models import Order
+from orders.services import order_place
+from payments.models import Payment, PaymentEvent
+from payments.providers.local import local_event, local_webhook_secret
+from payments.providers.stripe import webhook_sign
+from payments.services import order_pay, order_refund
 from tests.conftest import assert_books_balance, pay, stock_of
 from tests.processes import process_env, wait_for
 from tests.test_celery_worker import celery, forget_every_task

@@ -10,11 +10,12 @@ from django.contrib.sessions.models import Session
 from django.utils import timezone
 from knox.models import AuthToken
 
+from fulfilment.emails import order_email_list_send
 from inventory.models import StockMovement
-from orders.models import Order, OrderEmail, Payment, PaymentEvent
+from orders.models import Order, OrderEmail
 from orders.services import order_place
-from orders.services.emails import order_email_list_send
-from orders.tasks import prune_history
+from payments.models import Payment, PaymentEvent
+from payments.tasks import prune_history
 from tests.conftest import pay
 
 pytestmark = pytest.mark.django_db

@@ -26,17 +26,7 @@ from bench.shipping import UNPRICED_ORDER
 from core.services import api_token_list_delete_expired
 from inventory import sql
 from inventory.models import Reservation, Stock, StockMovement
-from orders.drift import order_line_list_units_broken, order_list_refund_drift
-from orders.models import (
-    Order,
-    OrderEmail,
-    OrderLine,
-    Payment,
-    PaymentEvent,
-    Refund,
-    RefundLine,
-    new_order_number,
-)
+from orders.models import Order, OrderEmail, OrderLine, new_order_number
 from orders.selectors import (
     order_find_by_number,
     order_find_for_customer,
@@ -46,6 +36,8 @@ from orders.selectors import (
     order_list_overdue_holding,
     order_list_stuck_holding_stock,
 )
+from payments.drift import order_line_list_units_broken, order_list_refund_drift
+from payments.models import Payment, PaymentEvent, Refund, RefundLine
 from shop.models import Product, ProductVariant
 from vouchers.models import Voucher, VoucherUse
 from vouchers.selectors import voucher_books
@@ -53,11 +45,11 @@ from vouchers.selectors import voucher_books
 GROWING = {
     "orders_order",
     "orders_orderline",
-    "orders_paymentevent",
+    "payments_paymentevent",
     "orders_orderemail",
-    "orders_payment",
-    "orders_refund",
-    "orders_refundline",
+    "payments_payment",
+    "payments_refund",
+    "payments_refundline",
     "inventory_reservation",
     "inventory_stockmovement",
     "vouchers_voucher",
@@ -176,16 +168,16 @@ HISTORY_OF_THE_ORDERS = [
     " WHERE o.id %% 7 = 0 AND o.idempotency_key LIKE %(orders)s",
     "UPDATE vouchers_voucher v SET v.updated_at = COALESCE((SELECT MAX(u.updated_at) FROM vouchers_voucheruse u"
     " WHERE u.voucher_id = v.id), v.updated_at) WHERE v.code LIKE 'HISTORY-%%'",
-    "INSERT INTO orders_payment (created_at, updated_at, is_deleted, order_id, provider, attempt, reference,"
+    "INSERT INTO payments_payment (created_at, updated_at, is_deleted, order_id, provider, attempt, reference,"
     " redirect_url, provider_payment, amount, currency, charged_currency, amount_refunded, state) SELECT o.created_at,"
     " o.created_at, 0, o.id, 'local', 1, CONCAT('history-', o.number), '', '', 0, 'EUR', '', 0, 'refunded'"
     " FROM orders_order o"
     " WHERE o.id %% 25 = 0 AND o.idempotency_key LIKE %(orders)s",
-    "INSERT INTO orders_refund (created_at, updated_at, is_deleted, order_id, payment_id, state, source, amount,"
+    "INSERT INTO payments_refund (created_at, updated_at, is_deleted, order_id, payment_id, state, source, amount,"
     " shipping, restock) SELECT p.created_at, p.created_at, 0, p.order_id, p.id, 'succeeded', 'staff', 0, 0, 0"
-    " FROM orders_payment p WHERE p.reference LIKE %(orders)s",
-    "INSERT INTO orders_refundline (created_at, updated_at, is_deleted, refund_id, order_line_id, quantity, amount,"
-    " quantity_restocked) SELECT r.created_at, r.created_at, 0, r.id, l.id, 1, 0, 0 FROM orders_refund r"
+    " FROM payments_payment p WHERE p.reference LIKE %(orders)s",
+    "INSERT INTO payments_refundline (created_at, updated_at, is_deleted, refund_id, order_line_id, quantity, amount,"
+    " quantity_restocked) SELECT r.created_at, r.created_at, 0, r.id, l.id, 1, 0, 0 FROM payments_refund r"
     " JOIN orders_orderline l ON l.order_id = r.order_id JOIN orders_order o ON o.id = r.order_id"
     " WHERE o.idempotency_key LIKE %(orders)s",
 ]

@@ -11,17 +11,19 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 
 from core.clock import db_now
-from orders.models import Order, Refund
-from orders.services import order_place, order_refund
+from orders.models import Order
+from orders.services import order_place
 from orders.services.reconciling import RECONCILED_KEY, reconcile_passed, reconcile_since
 from orders.tasks import reconcile_stock
+from payments.models import Refund
+from payments.services import order_refund
 from vouchers.models import Voucher, VoucherUse
 
 pytestmark = pytest.mark.django_db
 
 CHECKS = ["refunds", "vouchers"]
 # The rows the two checks read by ``updated_at``, and the rows beside them.
-HISTORY = ["orders_order", "orders_orderline", "orders_refund", "orders_refundline", "vouchers_voucher"]
+HISTORY = ["orders_order", "orders_orderline", "payments_refund", "payments_refundline", "vouchers_voucher"]
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,9 @@
 
 from decimal import Decimal
 
-from orders.models import Order, Refund, ReturnRequest
+from fulfilment.models import ReturnRequest
+from orders.models import Order
+from payments.models import Refund
 
 
 def test_a_return_is_named_by_its_order_number_not_read_as_one_of_two():

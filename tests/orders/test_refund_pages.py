@@ -5,10 +5,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from fulfilment.services import Tracking, order_ship
 from inventory.models import StockMovement
+from orders.links import order_link
 from orders.models import Order
-from orders.services import Tracking, order_ship
-from orders.services.emails import order_link
 from tests.conftest import client_for, stock_of
 from tests.orders.conftest import refunded_units
 

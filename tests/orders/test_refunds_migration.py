@@ -8,8 +8,10 @@ from django.core.management import call_command
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from orders.models import Order, OrderLine, Refund
-from orders.services import order_place, order_refund
+from orders.models import Order, OrderLine
+from orders.services import order_place
+from payments.models import Refund
+from payments.services import order_refund
 from tests.conftest import pay
 
 pytestmark = pytest.mark.django_db(transaction=True)

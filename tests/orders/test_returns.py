@@ -7,19 +7,21 @@ import pytest
 from django.core.management import call_command
 
 from core.errors import DomainError, InvalidInput
-from inventory.models import StockMovement
-from orders.errors import ReturnAlreadyDecided, ReturnNotAllowed
-from orders.models import Order, Refund, ReturnRequest
-from orders.services import (
+from fulfilment.emails import order_email_list_send
+from fulfilment.errors import ReturnAlreadyDecided, ReturnNotAllowed
+from fulfilment.models import ReturnRequest
+from fulfilment.services import (
     Tracking,
-    order_place,
-    order_refund,
     order_ship,
     return_request_accept,
     return_request_create,
     return_request_refuse,
 )
-from orders.services.emails import order_email_list_send
+from inventory.models import StockMovement
+from orders.models import Order
+from orders.services import order_place
+from payments.models import Refund
+from payments.services import order_refund
 from tests.conftest import assert_books_balance, client_for, pay, stock_of
 from tests.race import run_parallel, wait_for_peers
 from tests.smtp import text_of

@@ -13,23 +13,16 @@ from django.db import connection
 from django.db.models import Count, F, Sum
 from django.utils import timezone
 
+from fulfilment.models import Shipment, ShipmentLine
+from fulfilment.services import Tracking, order_ship
 from inventory.models import Reservation, Stock, StockMovement
 from inventory.selectors import stock_books
 from orders.history import IDEMPOTENCY_UNIQUE
-from orders.models import (
-    PAID_STATUSES,
-    Order,
-    OrderEmail,
-    OrderLine,
-    Payment,
-    Refund,
-    RefundLine,
-    Shipment,
-    ShipmentLine,
-)
+from orders.models import PAID_STATUSES, Order, OrderEmail, OrderLine
 from orders.pricing import tax_of
 from orders.selectors import order_list_overdue
-from orders.services import Tracking, order_cancel, order_ship
+from orders.services import order_cancel
+from payments.models import Payment, Refund, RefundLine
 from shipping.models import ShippingMethod
 from shop.models import ProductVariant
 from tax.models import TaxRate

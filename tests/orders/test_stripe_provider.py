@@ -16,9 +16,11 @@ import pytest
 from django.conf import settings
 
 from core.errors import DomainError
-from orders.models import Order, Payment, PaymentEvent, Refund
-from orders.payments.stripe import webhook_sign
-from orders.services import order_cancel, order_pay, order_place, order_refund, payment_event_process
+from orders.models import Order
+from orders.services import order_cancel, order_place
+from payments.models import Payment, PaymentEvent, Refund
+from payments.providers.stripe import webhook_sign
+from payments.services import order_pay, order_refund, payment_event_process
 from shipping.models import ShippingMethod
 from tests.conftest import ADDRESS_DE, assert_books_balance, stock_of
 from tests.stripe_fake import FakeStripe

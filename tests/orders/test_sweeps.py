@@ -12,7 +12,7 @@ from django.utils import timezone
 import orders.services.sweeps
 from core.errors import DomainError
 from inventory.models import Reservation, Stock
-from orders.models import Order, OrderLine, Payment
+from orders.models import Order, OrderLine
 from orders.services import (
     order_cancel,
     order_fail_payment,
@@ -22,6 +22,7 @@ from orders.services import (
 )
 from orders.services.lifecycle import order_list_expire
 from orders.tasks import release_order_stock, sweep_expired_orders, sweep_failed_payments
+from payments.models import Payment
 from tests.conftest import assert_books_balance, pay, sold_out_marks_lapse, stock_of
 from tests.processes import wait_for
 from tests.race import holding, run_parallel, wait_for_peers

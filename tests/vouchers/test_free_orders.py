@@ -7,10 +7,12 @@ from decimal import Decimal
 import pytest
 from django.core.management import call_command
 
+from fulfilment.emails import order_email_list_send
 from orders.errors import OrderNotPayable
-from orders.models import Order, Payment
-from orders.services import order_pay, order_place
-from orders.services.emails import order_email_list_send
+from orders.models import Order
+from orders.services import order_place
+from payments.models import Payment
+from payments.services import order_pay
 from tests.conftest import assert_books_balance, assert_voucher_books, stock_of
 from tests.orders.test_pages import add_to_cart, form_key
 from tests.vouchers.test_placing import place_api, uses

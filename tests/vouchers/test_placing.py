@@ -12,7 +12,8 @@ from django.core.management.base import CommandError
 from core.clock import db_now
 from orders.errors import OrderExpired
 from orders.models import Order
-from orders.services import order_cancel, order_expire, order_place, order_refund
+from orders.services import order_cancel, order_expire, order_place
+from payments.services import order_refund
 from tests.conftest import ADDRESS_DE, assert_books_balance, assert_voucher_books, pay, stock_of
 from tests.orders.test_checkout_page import address_fields
 from tests.orders.test_pages import add_to_cart, form_key

@@ -5,9 +5,11 @@ from django.db import connection
 from tqdm import tqdm
 
 from core.commands import int_between
+from fulfilment.models import Shipment, ShipmentLine
 from inventory.models import Reservation, Stock, StockMovement
 from orders.history import MAX_ORDERS, MAX_SKUS, HistoryLoadRefused, history_awaiting, history_write
-from orders.models import Order, OrderEmail, OrderLine, Payment, Refund, RefundLine, Shipment, ShipmentLine
+from orders.models import Order, OrderEmail, OrderLine
+from payments.models import Payment, Refund, RefundLine
 
 LOADED = (
     Order,

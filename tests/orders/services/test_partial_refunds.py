@@ -12,13 +12,15 @@ from django.db import connection, transaction
 from django.db.models import Sum
 
 from core.errors import DomainError, InvalidInput
+from fulfilment.emails import order_email_list_send
 from inventory.models import StockMovement
-from orders.errors import OrderNotRefundable, RefundExceedsOrder, RefundFailed
-from orders.models import Order, OrderLine, Payment, Refund
-from orders.payments.local import local_event
-from orders.services import order_place, order_refund, refund_list_settle
-from orders.services.emails import order_email_list_send
-from orders.services.refunds import refund_claim
+from orders.models import Order, OrderLine
+from orders.services import order_place
+from payments.errors import OrderNotRefundable, RefundExceedsOrder, RefundFailed
+from payments.models import Payment, Refund
+from payments.providers.local import local_event
+from payments.services import order_refund, refund_list_settle
+from payments.services.refunds import refund_claim
 from tests.conftest import ADDRESS_DE, assert_books_balance, pay, stock_of, webhook_deliver
 from tests.orders.conftest import refunded_units
 from tests.race import run_parallel, wait_for_peers

@@ -9,15 +9,11 @@ from django.utils import timezone
 from core.errors import InvalidInput
 from inventory.models import StockMovement
 from orders.errors import OrderNotFound
-from orders.models import Order, Payment, PaymentEvent
-from orders.payments.local import local_event
-from orders.services import (
-    order_cancel,
-    order_expire,
-    order_place,
-    payment_event_list_process,
-    payment_list_expire_checkouts,
-)
+from orders.models import Order
+from orders.services import order_cancel, order_expire, order_place
+from payments.models import Payment, PaymentEvent
+from payments.providers.local import local_event
+from payments.services import payment_event_list_process, payment_list_expire_checkouts
 from shop.errors import ProductUnavailable
 from tests.conftest import assert_books_balance, pay, stock_of, webhook_deliver
 from tests.payments import fail, place, start, succeed

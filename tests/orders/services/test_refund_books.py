@@ -7,11 +7,13 @@ from decimal import Decimal
 import pytest
 from django.core.management import CommandError, call_command
 
-from orders.drift import payment_list_refund_drift
-from orders.errors import RefundFailed
-from orders.models import Order, Payment, PaymentEvent, Refund
-from orders.payments.local import local_event
-from orders.services import order_cancel, order_refund, payment_event_list_process
+from orders.models import Order
+from orders.services import order_cancel
+from payments.drift import payment_list_refund_drift
+from payments.errors import RefundFailed
+from payments.models import Payment, PaymentEvent, Refund
+from payments.providers.local import local_event
+from payments.services import order_refund, payment_event_list_process
 from tests.conftest import webhook_deliver
 from tests.payments import place, start, succeed
 

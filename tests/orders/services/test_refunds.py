@@ -7,10 +7,11 @@ from decimal import Decimal
 import pytest
 
 from inventory.models import StockMovement
-from orders.errors import RefundFailed
-from orders.models import Order, Payment, PaymentEvent, Refund
-from orders.payments.local import local_event
-from orders.services import order_refund, payment_event_list_process
+from orders.models import Order
+from payments.errors import RefundFailed
+from payments.models import Payment, PaymentEvent, Refund
+from payments.providers.local import local_event
+from payments.services import order_refund, payment_event_list_process
 from tests.conftest import assert_books_balance, stock_of, webhook_deliver
 from tests.payments import place, start, succeed
 

@@ -3,7 +3,7 @@
 A charge is refunded only when its order definitely cannot be paid (failed or cancelled, expired with
 its stock gone, paid by another payment). A busy or unreachable stock lock, or a database that cannot
 answer, is transient: the error propagates, the task retries, and the settle sweep applies what every
-retry missed. Refunds of the payment that paid the order are ``orders.services.refunds``'s.
+retry missed. Refunds of the payment that paid the order are ``payments.services.refunds``'s.
 """
 
 import logging
@@ -18,24 +18,23 @@ from django.utils import timezone
 from core.errors import DomainError
 from inventory.models import Reservation
 from inventory.section import stock_section
-from orders.errors import OrderNotPayable, PaymentInReview, PaymentNotApplied
-from orders.models import PAID_STATUSES, Order, Payment
-from orders.payments import PaymentOutcome, payment_provider, provider_for
-from orders.selectors import (
-    payment_find_in_progress,
-    payment_list_checkouts_unpayable,
-    payment_list_unsettled,
-)
+from orders.errors import OrderNotPayable
+from orders.models import PAID_STATUSES, Order
 from orders.services.lifecycle import (
     Status,
     order_fail_payment,
+    order_paid_free,
     order_reload,
     order_stock_commit,
     order_stock_release,
     order_transition,
 )
-from orders.services.refunds import payment_refunds_record
 from orders.services.reviving import order_reserve_again
+from payments.errors import PaymentInReview, PaymentNotApplied
+from payments.models import Payment
+from payments.providers import PaymentOutcome, payment_provider, provider_for
+from payments.selectors import payment_find_in_progress, payment_list_checkouts_unpayable, payment_list_unsettled
+from payments.services.refunds import payment_refunds_record
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +65,7 @@ def order_pay(*, order: Order, return_url: str) -> Payment:
             order_stock_release(order=order, reason=Reservation.ReleaseReason.PAYMENT_FAILED)
         if order.status in (Status.EXPIRED, Status.PAYMENT_FAILED):
             order_reserve_again(order)
-        paid_free = order.total == 0 and _order_paid_free(order)  # nothing to charge: committed, then said
+        paid_free = order.total == 0 and order_paid_free(order)  # nothing to charge: committed, then said
         if in_progress := payment_find_in_progress(order=order):
             return in_progress  # a second click, or a charge about to apply: the same payment
         attempt = Payment.all_objects.filter(order=order).count() + 1
@@ -94,27 +93,6 @@ def order_pay(*, order: Order, return_url: str) -> Payment:
             )
     except IntegrityError:
         return Payment.objects.get(order=order, attempt=attempt)  # a concurrent click stored the same checkout
-
-
-def order_complete_free(*, order: Order) -> Order:
-    """A free order (total 0.00: a 100% voucher with free shipping, a free product) is paid as soon as it is
-    placed, without a provider (none can charge nothing): its stock and voucher use are committed, and its
-    receipt is emailed, as for any paid order. Any other order, or one paid already, is returned as it is."""
-    if order.total != 0 or order.status != Status.AWAITING_PAYMENT:
-        return order
-    with stock_section(skus=order.skus):
-        if not _order_paid_free(order):
-            order.refresh_from_db(fields=["status", "paid_at"])
-    return order
-
-
-def _order_paid_free(order: Order) -> bool:
-    """In the order's stock section: pay a free order awaiting payment. True if this call paid it."""
-    if not order_transition(order, from_statuses=[Status.AWAITING_PAYMENT], to=Status.PAID, paid_at=timezone.now()):
-        return False
-    order_stock_commit(order=order)
-    logger.info("order %s is free: paid without a provider", order)
-    return True
 
 
 def payment_succeeded(*, payment: Payment, outcome: PaymentOutcome) -> Payment:
@@ -147,7 +125,7 @@ def payment_succeeded(*, payment: Payment, outcome: PaymentOutcome) -> Payment:
 
 def payment_charged_apply(payment: Payment) -> Payment:
     """Apply a charge (``charged``) to its order, or refund it if the order definitely cannot be paid. Also
-    for a charge staff accepted from ``review`` (``orders.services.reviewing``)."""
+    for a charge staff accepted from ``review`` (``payments.services.reviewing``)."""
     try:
         with stock_section(skus=payment.order.skus):
             _, applied = _payment_apply(payment.order, payment)
@@ -192,7 +170,7 @@ def payment_refund_confirmed(*, payment: Payment, refunded: Decimal | None = Non
     """The provider says ``refunded`` of the payment went back so far (None: all of it), ours or one made
     in its dashboard. Of a charge never applied: once all of it is refunded the payment is refunded (a
     success that arrives later then changes nothing). Of the one that paid its order: recorded against
-    the order's refunds (``orders.services.refunds``)."""
+    the order's refunds (``payments.services.refunds``)."""
     _payment_refunded(payment, refunded=refunded)
     payment.refresh_from_db()
     return payment

@@ -8,10 +8,10 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST
 
-from orders.payments import UnknownProvider, WebhookRefused, payment_provider, provider_for
-from orders.payments.local import LOCAL_OUTCOMES, LocalProvider
-from orders.selectors import payment_find_by_reference
-from orders.services import payment_event_receive
+from payments.providers import UnknownProvider, WebhookRefused, payment_provider, provider_for
+from payments.providers.local import LOCAL_OUTCOMES, LocalProvider
+from payments.selectors import payment_find_by_reference
+from payments.services import payment_event_receive
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """A provider inside the shop, for development, demos and tests (production refuses it).
 
-Its checkout page (``orders.webhooks.local_checkout``) lets the buyer pay or decline; either way it
+Its checkout page (``payments.webhooks.local_checkout``) lets the buyer pay or decline; either way it
 sends the webhook for the outcome to its own endpoint, from a Celery task, so the outcome arrives late,
 as a real provider's does. Its events are Stripe's, signed as Stripe signs them, so it exercises the
 same paths a Stripe shop runs; the key is its own (``local_webhook_secret``), so Stripe's endpoint
@@ -17,9 +17,9 @@ from django.conf import settings
 from django.db.models import Sum
 from django.urls import reverse
 
-from orders.models import Refund
-from orders.payments import Checkout, PaymentOutcome, payment_metadata
-from orders.payments.stripe import event_outcome, minor_units, webhook_event_verify
+from payments.models import Refund
+from payments.providers import Checkout, PaymentOutcome, payment_metadata
+from payments.providers.stripe import event_outcome, minor_units, webhook_event_verify
 
 LOCAL_WEBHOOK_SEND = "orders.tasks.local_webhook_send"
 # The buyer's choice on the local checkout page, and the event each sends.

@@ -6,7 +6,7 @@ recorded holding the order's row (``SELECT ... FOR UPDATE``), so two requests ne
 unit. Accepting claims the refund of those units (``source=return``: counted returned, restocked) in the
 same transaction that marks the return accepted, checked again against what is at the customer then, so
 two staff accepting at once refund it once; the provider is asked after the commit, as for any refund
-(``orders.services.refunds``). Each step is emailed.
+(``payments.services.refunds``). Each step is emailed.
 """
 
 import logging
@@ -14,11 +14,15 @@ import logging
 from django.db import transaction
 
 from core.errors import InvalidInput
-from orders.errors import OrderNotFound, RefundFailed, ReturnAlreadyDecided, ReturnNotAllowed
-from orders.models import Order, Refund, ReturnLine, ReturnRequest
-from orders.selectors import order_units_returnable
+from fulfilment.errors import ReturnAlreadyDecided, ReturnNotAllowed
+from fulfilment.models import ReturnLine, ReturnRequest
+from fulfilment.selectors import order_units_returnable
+from orders.errors import OrderNotFound
+from orders.models import Order
 from orders.services.lines import line_quantities_checked
-from orders.services.refunds import refund_claim, refund_send
+from payments.errors import RefundFailed
+from payments.models import Refund
+from payments.services.refunds import refund_claim, refund_send
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,8 @@
 """Emails to buyers about their orders, sent by a Celery beat task from the orders' states.
 
+They speak of an order's whole life (placed, paid, shipped, refunded, returned), so they live in the top
+app of that life, beside the shipments and returns.
+
 Which email an order is due follows from what it is now (placed, paid, failed, expired, or paid too
 late and refunded), and each kind is sent at most once per order (``OrderEmail``, unique per order and
 kind); each shipment and each refund is emailed once (``Shipment.emailed_at``, ``Refund.emailed_at``),
@@ -13,17 +16,17 @@ import logging
 from datetime import timedelta
 
 from django.conf import settings
-from django.core import signing
 from django.core.mail import EmailMultiAlternatives
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, F, OuterRef, QuerySet
 from django.template.loader import render_to_string
-from django.urls import reverse
 from django.utils import timezone
 
 from core.money import money_format
-from orders.errors import OrderLinkExpired
-from orders.models import PAID_STATUSES, Order, OrderEmail, Payment, Refund, ReturnRequest, Shipment
+from fulfilment.models import ReturnRequest, Shipment
+from orders.links import order_link
+from orders.models import PAID_STATUSES, Order, OrderEmail
+from payments.models import Payment, Refund
 
 logger = logging.getLogger(__name__)
 
@@ -35,25 +38,6 @@ SUBJECTS = {
     Kind.EXPIRED: "Order {number}: the reservation expired",
     Kind.LATE_PAYMENT_REFUNDED: "Order {number}: your payment came too late and was refunded",
 }
-ORDER_LINK_SALT = "orders.order-link"
-
-
-def order_link(order: Order) -> str:
-    """The order page's address, with a signed key (it carries when it was signed) that lets any browser see
-    the order for ``ORDER_LINK_MAX_AGE_SECONDS``; paying or cancelling still needs the buyer's browser or
-    account (``orders.views``)."""
-    key = signing.dumps(order.number, salt=ORDER_LINK_SALT)
-    return f"{settings.SHOP_URL.rstrip('/')}{reverse('order-detail', args=[order.number])}?key={key}"
-
-
-def order_link_check(*, number: str, key: str) -> bool:
-    """Whether ``key`` is the signed key of the order ``number``'s link; ``OrderLinkExpired`` if it was, once."""
-    try:
-        return signing.loads(key, salt=ORDER_LINK_SALT, max_age=settings.ORDER_LINK_MAX_AGE_SECONDS) == number
-    except signing.SignatureExpired:
-        raise OrderLinkExpired() from None
-    except signing.BadSignature:
-        return False
 
 
 def _due(orders: QuerySet[Order], kind: str) -> QuerySet[Order]:

@@ -21,8 +21,9 @@ from django.db.models import (
 from django.db.models.functions import Coalesce, Greatest, Round
 
 from inventory.models import StockMovement
-from orders.models import Order, OrderLine, Payment, Refund, RefundLine
+from orders.models import Order, OrderLine
 from orders.units import REFUND_RESTOCK
+from payments.models import Payment, Refund, RefundLine
 
 
 def order_line_list_units_broken(*, since: datetime | None = None) -> list[OrderLine]:

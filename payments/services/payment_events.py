@@ -14,10 +14,10 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from orders.models import Payment, PaymentEvent
-from orders.payments import EventUnreadable, Outcome, PaymentOutcome, provider_for
-from orders.selectors import payment_find_for_outcome
-from orders.services.paying import payment_closed, payment_failed, payment_refund_confirmed, payment_succeeded
+from payments.models import Payment, PaymentEvent
+from payments.providers import EventUnreadable, Outcome, PaymentOutcome, provider_for
+from payments.selectors import payment_find_for_outcome
+from payments.services.paying import payment_closed, payment_failed, payment_refund_confirmed, payment_succeeded
 
 logger = logging.getLogger(__name__)
 

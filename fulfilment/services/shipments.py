@@ -16,9 +16,10 @@ from django.db.models import F
 from django.db.models.lookups import LessThanOrEqual
 
 from core.errors import InvalidInput
-from orders.errors import OrderNotShippable, ShipmentExceedsOrder
-from orders.models import Order, OrderLine, Shipment, ShipmentLine
-from orders.services.lifecycle import order_transition
+from fulfilment.errors import OrderNotShippable, ShipmentExceedsOrder
+from fulfilment.models import Shipment, ShipmentLine
+from orders.models import Order, OrderLine
+from orders.services.lifecycle import order_transition, order_units_shippable
 from orders.services.lines import line_quantities_checked
 
 logger = logging.getLogger(__name__)
@@ -81,17 +82,6 @@ def order_ship(*, order: Order, tracking: Tracking, quantities: dict[str, int] |
         order, shipment.pk, wanted, shipment.carrier, shipment.tracking_number or "no tracking", order.status,
     )  # fmt: skip
     return shipment
-
-
-def order_units_shippable(order: Order) -> int:
-    """Units of the order left to ship, as its lines count them now."""
-    return sum(line.units.shippable for line in order.lines.all())
-
-
-def order_shipped_if_nothing_left(order: Order) -> None:
-    """A partially shipped order whose last units left to ship were refunded is shipped: nothing more goes."""
-    if order.status == Status.PARTIALLY_SHIPPED and not order_units_shippable(order):
-        order_transition(order, from_statuses=[Status.PARTIALLY_SHIPPED], to=Status.SHIPPED)
 
 
 def _quantities_checked(lines: dict[str, OrderLine], quantities: dict[str, int] | None) -> dict[str, int]:

@@ -15,8 +15,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from core.money import THREE_DECIMAL_CURRENCIES, WHOLE_UNITS_ONLY, ZERO_DECIMAL_CURRENCIES
-from orders.errors import AmountNotChargeable
-from orders.payments import Checkout, EventUnreadable, Outcome, PaymentOutcome, WebhookRefused, payment_metadata
+from payments.errors import AmountNotChargeable
+from payments.providers import Checkout, EventUnreadable, Outcome, PaymentOutcome, WebhookRefused, payment_metadata
 
 logger = logging.getLogger(__name__)
 

@@ -31,13 +31,14 @@ from core.errors import DomainError, InvalidInput
 from core.money import money_round
 from inventory.section import stock_section
 from inventory.services import stock_restock
-from orders.errors import OrderNotFound, OrderNotRefundable, RefundExceedsOrder, RefundFailed
-from orders.models import PAID_STATUSES, Order, OrderLine, Payment, Refund, RefundLine
-from orders.payments import provider_for
-from orders.services.fulfilment import order_shipped_if_nothing_left
-from orders.services.lifecycle import order_transition
+from orders.errors import OrderNotFound
+from orders.models import PAID_STATUSES, Order, OrderLine
+from orders.services.lifecycle import order_shipped_if_nothing_left, order_transition
 from orders.services.lines import line_quantities_checked
 from orders.units import REFUND_RESTOCK
+from payments.errors import OrderNotRefundable, RefundExceedsOrder, RefundFailed
+from payments.models import Payment, Refund, RefundLine
+from payments.providers import provider_for
 from vouchers.services import voucher_use_release
 
 logger = logging.getLogger(__name__)

@@ -9,11 +9,11 @@ from core.metrics import DRIFT_FOUND
 from inventory.models import Stock
 from inventory.selectors import ledger_bases, ledger_checkpoint_list_unverified, stock_books
 from inventory.services import ledger_checkpoint_rebuild, stock_rebuild_from_ledger
-from orders.drift import order_line_list_units_broken, order_list_refund_drift, payment_list_refund_drift
 from orders.models import Order
 from orders.selectors import order_list_deleted_holding_stock, order_list_stuck_holding_stock
 from orders.services import order_reservations_settle
 from orders.services.reconciling import reconcile_passed, reconcile_since
+from payments.drift import order_line_list_units_broken, order_list_refund_drift, payment_list_refund_drift
 from vouchers.selectors import voucher_books
 from vouchers.services import voucher_rebuild_from_ledger
 

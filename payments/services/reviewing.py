@@ -4,10 +4,10 @@ meanwhile (``order_pay`` refuses with ``PaymentInReview``)."""
 
 import logging
 
-from orders.errors import ChargeNotAcceptable, PaymentNotInReview, RefundFailed
-from orders.models import Payment
-from orders.payments import provider_for
-from orders.services.paying import payment_charged_apply, payment_refund_unapplied
+from payments.errors import ChargeNotAcceptable, PaymentNotInReview, RefundFailed
+from payments.models import Payment
+from payments.providers import provider_for
+from payments.services.paying import payment_charged_apply, payment_refund_unapplied
 
 logger = logging.getLogger(__name__)
 
