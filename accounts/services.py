@@ -19,7 +19,6 @@ from django.contrib.auth.hashers import make_password
 from django.contrib.auth.password_validation import validate_password
 from django.core import signing
 from django.core.exceptions import ValidationError
-from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
 from django.db.models import ProtectedError
 from django.utils import timezone
@@ -35,7 +34,7 @@ from accounts.errors import (
 from accounts.models import Account, UsernameHold
 from accounts.selectors import user_by_email, username_taken
 from core.errors import InvalidInput
-from orders.customers import email_address
+from orders.customers import email_address, email_checked
 from orders.services import order_list_claim
 
 logger = logging.getLogger(__name__)
@@ -65,7 +64,7 @@ def account_signup(*, username: str, email: str, password: str) -> None:
     account that never proved its email, and a hold, lapse after ``ACCOUNT_VERIFY_MAX_AGE_SECONDS``: a
     new sign-up may take the username or email.
     """
-    username, email = _username_checked(username), _email_checked(email)
+    username, email = _username_checked(username), email_checked(email)
     try:
         validate_password(password, user=User(username=username, email=email))
     except ValidationError as exc:
@@ -201,17 +200,6 @@ def _email_send(kind: str, *, user_id: int | None = None, email: str | None = No
         current_app.send_task(SEND_ACCOUNT_EMAIL, kwargs={"kind": kind, "user_id": user_id, "email": email})
     except Exception:
         logger.exception("an account email (%s) could not be queued", kind)
-
-
-def _email_checked(email) -> str:
-    email = email_address(email) if isinstance(email, str) else ""
-    try:
-        validate_email(email)
-    except ValidationError:
-        raise InvalidInput(fields={"email": "Give a valid email address."}) from None
-    if len(email) > 254:
-        raise InvalidInput(fields={"email": "At most 254 characters."})
-    return email
 
 
 def _username_checked(username) -> str:

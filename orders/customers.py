@@ -1,6 +1,14 @@
-"""Who a buyer is, for the rules that count per buyer."""
+"""Who a buyer is, for the rules that count per buyer: the one place an email is read, checked and made canonical."""
 
 import unicodedata
+from typing import NamedTuple
+
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
+
+from core.errors import InvalidInput
+
+EMAIL_MAX_LENGTH = 254  # RFC 5321's limit on an address's length, as Django's EmailField keeps it
 
 
 def email_address(email: str) -> str:
@@ -22,11 +30,56 @@ def email_canonical(email: str) -> str:
     return f"{local.partition('+')[0]}@{domain}"
 
 
+def email_checked(email) -> str:
+    """The address as kept (``email_address``), or ``InvalidInput`` if it is none: the check of every email
+    a buyer or an account gives."""
+    email = email_address(email) if isinstance(email, str) else ""
+    try:
+        validate_email(email)
+    except ValidationError:
+        raise InvalidInput(fields={"email": "Give a valid email address."}) from None
+    if len(email) > EMAIL_MAX_LENGTH:
+        raise InvalidInput(fields={"email": f"At most {EMAIL_MAX_LENGTH} characters."})
+    return email
+
+
+def _guest(email: str) -> str:
+    return f"email:{email_canonical(email)}"
+
+
+def _account(customer) -> str:
+    return f"user:{customer.pk}"
+
+
 def buyer_of(*, customer=None, email: str = "") -> str | None:
     """The buyer the limits per customer count: the account when logged in, else the guest's canonical
     email; None when neither is known yet (a guest's quote before the email is typed)."""
     if customer is not None:
-        return f"user:{customer.pk}"
+        return _account(customer)
     if isinstance(email, str) and "@" in email:
-        return f"email:{email_canonical(email.strip().lower())}"
+        return _guest(email)
     return None
+
+
+class Buyer(NamedTuple):
+    """Who places an order: whose idempotency keys it uses, who the limits count, the email it keeps."""
+
+    scope: str
+    buyer: str
+    email: str
+
+
+def buyer_identify(*, customer, email) -> Buyer:
+    """The account when logged in, else the guest's email (a valid one is required).
+
+    A guest counts as their canonical email for the limits per customer (``email_canonical``), so a
+    respelt address is the same customer; idempotency keys stay scoped by the address as given.
+    """
+    if email in (None, "") and customer is not None:
+        return Buyer(_account(customer), _account(customer), "")
+    if not isinstance(email, str):
+        raise InvalidInput(fields={"email": "Give an email address."})
+    email = email_checked(email)
+    if customer is not None:
+        return Buyer(_account(customer), _account(customer), email)
+    return Buyer(f"email:{email}", _guest(email), email)

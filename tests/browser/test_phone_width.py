@@ -42,7 +42,7 @@ def test_the_cart_keeps_quantity_update_and_remove_on_a_phone(page, make_variant
 def test_my_orders_keeps_the_status_column_on_a_phone(page, make_variant, customer, monkeypatch):
     make_variant(sku="MUG", name="Logo mug", stock=5, price="1234.50")
     # The widest number there is (numbers are random): the table must fit whatever the letters.
-    monkeypatch.setattr("orders.services.placing.new_order_number", lambda: "W" * 10)
+    monkeypatch.setattr("orders.services.placing_batch.new_order_number", lambda: "W" * 10)
     order = order_place(customer=customer, items=[{"sku": "MUG", "quantity": 2}], idempotency_key="phone-1")
     page.set_viewport_size(PHONE)
     page.goto("/accounts/login/?next=/orders/")

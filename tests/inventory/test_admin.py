@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from inventory.admin import MOVEMENTS_SHOWN, STALE_MESSAGE
+from inventory.admin.stock import MOVEMENTS_SHOWN, STALE_MESSAGE
 from inventory.models import Reservation, StockMovement
 from inventory.services import stock_restock
 from orders.models import Order

@@ -7,7 +7,7 @@ from django.conf import settings
 from django.core.cache import caches
 from django.db import connection
 
-import orders.services.placing
+import orders.services.placing_batch
 from orders.models import Order
 from orders.services import order_place
 from tests.conftest import assert_books_balance, stock_of
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_a_duplicate_key_after_a_lost_lock_returns_the_order_placed_meanwhile(make_variant, customer, monkeypatch):
     mug = make_variant(sku="MUG", stock=10)
-    real_lookup, rival = orders.services.placing._orders_by_key, {}
+    real_lookup, rival = orders.services.placing_batch.orders_by_key, {}
 
     def place():
         return order_place(customer=customer, items=[{"sku": "MUG", "quantity": 2}], idempotency_key="k1")
@@ -40,7 +40,7 @@ def test_a_duplicate_key_after_a_lost_lock_returns_the_order_placed_meanwhile(ma
             thread.join(60)
         return found
 
-    monkeypatch.setattr(orders.services.placing, "_orders_by_key", rival_places_our_key)
+    monkeypatch.setattr(orders.services.placing_batch, "orders_by_key", rival_places_our_key)
     order = place()  # its INSERT hits the rival's row: a duplicate key, then the replay lookup
 
     assert order.number == rival["order"].number

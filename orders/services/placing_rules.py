@@ -1,0 +1,60 @@
+"""The rules of placing one order: the one place a rule about a single order goes.
+
+``order_place_one`` sees one order and raises its refusal; ``orders.services.placing_batch`` runs it for
+each queued order in queue order and writes what the steps staged together."""
+
+from inventory.batching import Demand
+from orders.errors import IdempotencyConflict
+from orders.services.limits import order_lines_check_limits
+from orders.services.placing_wire import Placed, PlaceRequest
+from shop.selectors import (
+    variants_orderable,
+)
+from vouchers.rules import voucher_check
+
+
+def order_place_one(request: PlaceRequest, batch) -> Placed:
+    """The rules of placing one order: what its buyer is told, or its refusal, raised.
+
+    A key used before, or earlier in this batch (a double click), replays that order, unless the
+    request differs. Every line must name a product on sale now, keep its buyer within the product's
+    limit per customer, and be covered by the stock; its voucher, if it names one, must apply
+    (``vouchers.rules``), with the uses staged by the orders before it counted. A new rule for an
+    order goes here: raise its ``DomainError``; the batch runner undoes what this order staged (the
+    units it took, too), and every order in the batch still gets the answer it would get alone.
+    ``batch`` is the ``placing_batch.OrderBatch`` serving it: what the batch read once, and staged.
+    """
+    earlier = batch.order_with_key(request)
+    if earlier is not None:
+        if earlier.fingerprint != request.fingerprint:
+            raise IdempotencyConflict(number=earlier.number)
+        return Placed(earlier.number, earlier.expires_at, replayed=True)
+    variants = variants_orderable(batch.variants, skus=[line.sku for line in request.lines], now=batch.now)
+    order_lines_check_limits(
+        [(line.sku, line.quantity) for line in request.lines],
+        variants,
+        held=lambda variant_id: batch.units_held(request.buyer, variant_id),
+    )
+    batch.stock.take([Demand(variants[line.sku].pk, line.sku, line.quantity) for line in request.lines])
+    voucher = None
+    if request.voucher_code:  # after the stock: a refusal here gives the units taken to the next buyer
+        voucher = batch.voucher(request.voucher_code)
+        voucher_check(
+            voucher,
+            now=batch.now,
+            uses=batch.voucher_uses(voucher),
+            buyer_uses=batch.voucher_uses(voucher, buyer=request.buyer),
+            lines=[(variants[line.sku].pk, variants[line.sku].price * line.quantity) for line in request.lines],
+        )
+    price = batch.price(
+        tuple((variants[line.sku], line.quantity) for line in request.lines),
+        shipping_country=_country(request.shipping_address),
+        billing_country=_country(request.billing_address),
+        method_id=request.shipping_method_id,
+        voucher=voucher,
+    )
+    return batch.order_add(request, variants, price, voucher)
+
+
+def _country(address: dict | None) -> str | None:
+    return address["country"] if address else None
