@@ -13,9 +13,9 @@ from django.db import connection
 from django.db.models import Count, F, Sum
 from django.utils import timezone
 
+from demo.history import IDEMPOTENCY_UNIQUE
 from inventory.models import Reservation, Stock, StockMovement
 from inventory.selectors import stock_books
-from orders.history import IDEMPOTENCY_UNIQUE
 from orders.models import (
     PAID_STATUSES,
     Order,

@@ -5,8 +5,8 @@ from django.db import connection
 from tqdm import tqdm
 
 from core.commands import int_between
+from demo.history import MAX_ORDERS, MAX_SKUS, HistoryLoadRefused, history_awaiting, history_write
 from inventory.models import Reservation, Stock, StockMovement
-from orders.history import MAX_ORDERS, MAX_SKUS, HistoryLoadRefused, history_awaiting, history_write
 from orders.models import Order, OrderEmail, OrderLine, Payment, Refund, RefundLine, Shipment, ShipmentLine
 
 LOADED = (
