@@ -341,8 +341,8 @@ def _sweeps(results: dict, out: Path, overdue: int) -> None:
     from django.db import connection
 
     from bench.sweepers import Buyers, p99, sweepers_run
+    from demo.history.catalog import SKU_PREFIX
     from inventory.services import stock_restock
-    from orders.history import SKU_PREFIX
     from orders.models import Order
     from shipping.models import ShippingMethod
     from shop.models import ProductVariant

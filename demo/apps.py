@@ -2,6 +2,7 @@ from django.apps import AppConfig
 
 
 class DemoConfig(AppConfig):
-    """Demonstrations that run the shop's designs beside the ones it rejects; no shop code imports it."""
+    """Tooling beside the shop, kept out of its apps: the oversell experiment, the demo data (``seed_demo``)
+    and the benchmarks' order history (``seed_history``). No shop code imports it."""
 
     name = "demo"

@@ -13,6 +13,7 @@ from django.core.cache import caches
 from django.db import connections
 from django.test import Client
 
+from demo.catalog import STAFF_APPS
 from inventory.locks import outage, soldout
 from inventory.models import Stock, StockMovement
 from inventory.services import stock_restock
@@ -304,11 +305,7 @@ def staff_client(shop_staff):
 def shop_staff(staff_user):
     """Staff as ``seed_demo`` makes them: every permission of the shop's apps, not a superuser."""
 
-    staff_user.user_permissions.add(
-        *Permission.objects.filter(
-            content_type__app_label__in=["shop", "inventory", "orders", "payments", "fulfilment", "shipping", "tax", "vouchers", "accounts"]
-        )
-    )
+    staff_user.user_permissions.add(*Permission.objects.filter(content_type__app_label__in=STAFF_APPS))
     return staff_user
 
 

@@ -16,7 +16,7 @@ READERS = [
     "config/celery.py",
     "config/wsgi.py",
     "manage.py",
-    "orders/management/commands/seed_demo.py",
+    "demo/management/commands/seed_demo.py",
     "bin/run",
     "bin/_setup",
     "bin/test",

@@ -8,7 +8,6 @@ Callers run these inside the transaction that moves the order's stock.
 import logging
 from collections import Counter
 from datetime import datetime
-from decimal import Decimal
 
 from django.db import transaction
 from django.db.models import Count, F
@@ -94,32 +93,3 @@ def voucher_rebuild_from_ledger(*, code: str) -> None:
         "voucher %s: counters rebuilt from its uses (reserved %d -> %d, committed %d -> %d)",
         code, voucher.uses_reserved, reserved, voucher.uses_committed, committed,
     )  # fmt: skip
-
-
-DEMO_VOUCHERS = [
-    {
-        "code": "DROP10",
-        "description": "10% off, the first 100 orders, once per customer",
-        "kind": Voucher.Kind.PERCENTAGE,
-        "value": Decimal("10"),
-        "usage_limit": 100,
-        "limit_per_customer": 1,
-    },
-    {
-        "code": "SHIPFREE",
-        "description": "Free shipping on orders of 30.00 or more",
-        "kind": Voucher.Kind.FREE_SHIPPING,
-        "value": Decimal("0"),
-        "minimum_subtotal": Decimal("30.00"),
-    },
-]
-
-
-def voucher_demo_seed() -> int:
-    """The demo's vouchers (``seed_demo``), made once; how many were made now."""
-    made = 0
-    for fields in DEMO_VOUCHERS:
-        if not Voucher.all_objects.filter(code=fields["code"]).exists():
-            Voucher.objects.create(**fields)
-            made += 1
-    return made

@@ -2,7 +2,7 @@
 
 import pytest
 
-from inventory.variants import demo_catalog_seed
+from demo.catalog import demo_catalog_seed
 from orders.services import order_place
 from tests.browser.conftest import screenshot
 from tests.conftest import ADDRESS_DE, pay

@@ -1,7 +1,7 @@
 from playwright.sync_api import expect
 
+from demo.catalog import demo_catalog_seed
 from inventory.models import StockMovement
-from inventory.variants import demo_catalog_seed
 from tests.browser.conftest import screenshot
 from tests.conftest import assert_books_balance, stock_of
 

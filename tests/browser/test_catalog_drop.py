@@ -8,8 +8,9 @@ import pytest
 from django.core.files import File
 from playwright.sync_api import expect
 
+from demo.catalog import DEMO_IMAGES
 from inventory.services import stock_adjust
-from inventory.variants import DEMO_IMAGES, product_variants_generate
+from inventory.variants import product_variants_generate
 from orders.models import Order
 from shop.models import Category, Option, OptionValue, Product, ProductVariant
 from shop.services import product_image_add

@@ -5,7 +5,7 @@ The ``page`` fixture fails any test whose pages break the policy; these pages mu
 
 from playwright.sync_api import expect
 
-from inventory.variants import demo_catalog_seed
+from demo.catalog import demo_catalog_seed
 from tests.browser.conftest import screenshot
 
 

@@ -5,9 +5,9 @@ from django.db import connection
 from tqdm import tqdm
 
 from core.commands import int_between
+from demo.history import MAX_ORDERS, MAX_SKUS, HistoryLoadRefused, history_awaiting, history_write
 from fulfilment.models import Shipment, ShipmentLine
 from inventory.models import Reservation, Stock, StockMovement
-from orders.history import MAX_ORDERS, MAX_SKUS, HistoryLoadRefused, history_awaiting, history_write
 from orders.models import Order, OrderEmail, OrderLine
 from payments.models import Payment, Refund, RefundLine
 

@@ -13,11 +13,11 @@ from django.db import connection
 from django.db.models import Count, F, Sum
 from django.utils import timezone
 
+from demo.history import IDEMPOTENCY_UNIQUE
 from fulfilment.models import Shipment, ShipmentLine
 from fulfilment.services import Tracking, order_ship
 from inventory.models import Reservation, Stock, StockMovement
 from inventory.selectors import stock_books
-from orders.history import IDEMPOTENCY_UNIQUE
 from orders.models import PAID_STATUSES, Order, OrderEmail, OrderLine
 from orders.pricing import tax_of
 from orders.selectors import order_list_overdue

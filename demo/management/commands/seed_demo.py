@@ -2,8 +2,8 @@ import os
 
 from django.core.management.base import BaseCommand
 
-from inventory.variants import demo_catalog_seed
-from vouchers.services import voucher_demo_seed
+from demo.catalog import demo_catalog_seed
+from demo.vouchers import voucher_demo_seed
 
 
 class Command(BaseCommand):
