@@ -22,11 +22,11 @@ from accounts.services import (
     account_verify,
     account_verify_by_reset,
 )
-from core.api import ErrorSerializer, StrictCharField
+from core.api import CSRF_REFUSED, UNAUTHENTICATED, ErrorSerializer, StrictCharField
 from core.errors import InvalidInput
 from core.throttling import LoginThrottle
-from orders.apis import CSRF_REFUSED, UNAUTHENTICATED, AddressSerializer
 from shipping.selectors import address_book_get, address_book_list
+from shipping.serializers import AddressSerializer
 from shipping.services import address_book_add, address_book_remove, address_book_update
 
 THROTTLED = OpenApiResponse(

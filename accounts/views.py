@@ -22,8 +22,8 @@ from accounts.services import (
 )
 from core.errors import DomainError
 from core.throttling import LoginThrottle, login_throttled_page
-from orders.forms import AddressForm
 from orders.selectors import order_list_for_customer
+from shipping.forms import AddressForm
 from shipping.selectors import address_book_get, address_book_list
 from shipping.services import address_book_add, address_book_remove, address_book_update
 

@@ -5,6 +5,7 @@
 
 from decimal import Decimal
 
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import parsers, serializers
 from rest_framework.exceptions import ParseError
 
@@ -77,3 +78,8 @@ class JSONParser(parsers.JSONParser):
             return super().parse(stream, media_type, parser_context)
         except RecursionError:
             raise ParseError("JSON parse error - the body is nested too deeply.") from None
+
+
+# What every API view that takes a caller answers when the caller is not one (the schema's 401 and 403).
+UNAUTHENTICATED = OpenApiResponse(ErrorSerializer, description="not_authenticated, authentication_failed")
+CSRF_REFUSED = OpenApiResponse(ErrorSerializer, description="permission_denied: session auth without a CSRF token")

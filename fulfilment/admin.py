@@ -14,7 +14,13 @@ import orders.admin
 from core.admin import ReadOnlyAdminMixin
 from core.errors import DomainError
 from core.numbers import WholeNumberField
-from fulfilment.models import ReturnRequest, Shipment
+from fulfilment.models import (
+    CARRIER_MAX_LENGTH,
+    TRACKING_NUMBER_MAX_LENGTH,
+    TRACKING_URL_MAX_LENGTH,
+    ReturnRequest,
+    Shipment,
+)
 from fulfilment.services import Tracking, order_ship, return_request_accept, return_request_refuse
 from orders.admin import UNCAPTIONED_TABULAR
 from orders.models import Order
@@ -62,9 +68,9 @@ class ReturnInline(ReadOnlyAdminMixin, admin.TabularInline):
 class ShipForm(forms.Form):
     """A shipment: the carrier and tracking, and per line the units it sends (what is left, by default)."""
 
-    carrier = forms.CharField(max_length=100)
-    tracking_number = forms.CharField(max_length=100, required=False)
-    tracking_url = forms.URLField(max_length=500, required=False, assume_scheme="https")
+    carrier = forms.CharField(max_length=CARRIER_MAX_LENGTH)
+    tracking_number = forms.CharField(max_length=TRACKING_NUMBER_MAX_LENGTH, required=False)
+    tracking_url = forms.URLField(max_length=TRACKING_URL_MAX_LENGTH, required=False, assume_scheme="https")
 
     def __init__(self, *args, lines, **kwargs):
         super().__init__(*args, **kwargs)

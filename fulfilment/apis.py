@@ -4,11 +4,16 @@ from django.conf import settings
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.exceptions import NotFound
-from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import ErrorSerializer, StrictCharField
+from core.api import CSRF_REFUSED, UNAUTHENTICATED, ErrorSerializer, StrictCharField
+from fulfilment.models import (
+    CARRIER_MAX_LENGTH,
+    RETURN_WORDS_MAX_LENGTH,
+    TRACKING_NUMBER_MAX_LENGTH,
+    TRACKING_URL_MAX_LENGTH,
+)
 from fulfilment.selectors import return_find
 from fulfilment.services import (
     Tracking,
@@ -17,13 +22,10 @@ from fulfilment.services import (
     return_request_create,
     return_request_refuse,
 )
-from orders.apis import order_of
-from orders.selectors import order_find_by_number
+from orders.apis import StaffOrderActionApi, order_of, staff_with
 from orders.serializers import (
     BUSY,
-    CSRF_REFUSED,
     NOT_FOUND,
-    UNAUTHENTICATED,
     LinesRefusedSerializer,
     OrderLineQuantityInputSerializer,
     OrderOutputSerializer,
@@ -33,31 +35,23 @@ from orders.serializers import (
 from payments.apis import RefundPermission
 
 
-class ShipPermission(BasePermission):
-    """Staff with the ``ship_order`` permission ship any customer's paid order."""
+class ShipInputSerializer(serializers.Serializer):
+    carrier = StrictCharField(max_length=CARRIER_MAX_LENGTH)
+    tracking_number = StrictCharField(max_length=TRACKING_NUMBER_MAX_LENGTH, required=False, allow_blank=True)
+    tracking_url = serializers.URLField(max_length=TRACKING_URL_MAX_LENGTH, required=False, allow_blank=True)
+    lines = OrderLineQuantityInputSerializer(
+        many=True,
+        required=False,
+        allow_empty=False,
+        max_length=settings.MAX_ORDER_LINES,
+        help_text="Omit: every unit left to ship (neither shipped nor refunded).",
+    )
 
-    def has_permission(self, request, view):
-        return bool(request.user and request.user.is_staff and request.user.has_perm("orders.ship_order"))
 
-
-class OrderShipApi(APIView):
-    permission_classes = [ShipPermission]
-
-    class OrderShipInputSerializer(serializers.Serializer):
-        carrier = StrictCharField(max_length=100)
-        tracking_number = StrictCharField(max_length=100, required=False, allow_blank=True)
-        tracking_url = serializers.URLField(max_length=500, required=False, allow_blank=True)
-        lines = OrderLineQuantityInputSerializer(
-            many=True,
-            required=False,
-            allow_empty=False,
-            max_length=settings.MAX_ORDER_LINES,
-            help_text="Omit: every unit left to ship (neither shipped nor refunded).",
-        )
-
-    @extend_schema(
+@extend_schema_view(
+    post=extend_schema(
         operation_id="orders_ship",
-        request=OrderShipInputSerializer,
+        request=ShipInputSerializer,
         description="Ship a paid order's lines, all that is left or some of them now (staff with ship_order). "
         "The order turns partially_shipped, then shipped; the buyer is emailed each shipment.",
         responses={
@@ -73,27 +67,28 @@ class OrderShipApi(APIView):
             ),
         },
     )
-    def post(self, request, number: str):
-        data = self.OrderShipInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        order = order_find_by_number(number=number)
-        if order is None:
-            raise NotFound("No such order.")
-        lines = data.validated_data.get("lines")
-        quantities = None if lines is None else quantities_by_sku(lines)
+)
+class OrderShipApi(StaffOrderActionApi):
+    permission_classes = [staff_with("orders.ship_order")]
+    Input = ShipInputSerializer
+
+    def act(self, request, order, data: dict) -> None:
+        lines = data.get("lines")
         tracking = Tracking(
-            carrier=data.validated_data["carrier"],
-            number=data.validated_data.get("tracking_number", ""),
-            url=data.validated_data.get("tracking_url", ""),
+            carrier=data["carrier"], number=data.get("tracking_number", ""), url=data.get("tracking_url", "")
         )
-        order_ship(order=order, tracking=tracking, quantities=quantities, actor=request.user)
-        return Response(OrderOutputSerializer(order_find_by_number(number=number)).data)
+        order_ship(
+            order=order,
+            tracking=tracking,
+            quantities=None if lines is None else quantities_by_sku(lines),
+            actor=request.user,
+        )
 
 
 class OrderReturnApi(APIView):
     class ReturnInputSerializer(serializers.Serializer):
         lines = OrderLineQuantityInputSerializer(many=True, allow_empty=False, max_length=settings.MAX_ORDER_LINES)
-        reason = StrictCharField(max_length=1000, required=False, allow_blank=True)
+        reason = StrictCharField(max_length=RETURN_WORDS_MAX_LENGTH, required=False, allow_blank=True)
 
     @extend_schema(
         operation_id="orders_return",
@@ -131,7 +126,9 @@ class ReturnDecideApi(APIView):
     decide = None
 
     class ReturnDecisionInputSerializer(serializers.Serializer):
-        answer = StrictCharField(max_length=1000, required=False, allow_blank=True, help_text="Emailed to the buyer.")
+        answer = StrictCharField(
+            max_length=RETURN_WORDS_MAX_LENGTH, required=False, allow_blank=True, help_text="Emailed to the buyer."
+        )
 
     def post(self, request, pk: int):
         data = self.ReturnDecisionInputSerializer(data=request.data)

@@ -11,14 +11,20 @@ from core.models import BaseModel
 from orders.models import Order, OrderLine
 from payments.models import Refund
 
+# What staff and buyers may write, as every model, form and serializer of them limits it.
+CARRIER_MAX_LENGTH = 100
+TRACKING_NUMBER_MAX_LENGTH = 100
+TRACKING_URL_MAX_LENGTH = 500
+RETURN_WORDS_MAX_LENGTH = 1000  # a buyer's reason, staff's answer
+
 
 class Shipment(BaseModel):
     """Units of a paid order's lines sent together, with the carrier and tracking number staff gave."""
 
     order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="shipments")
-    carrier = models.CharField(max_length=100)
-    tracking_number = models.CharField(max_length=100, blank=True)
-    tracking_url = models.URLField(max_length=500, blank=True)
+    carrier = models.CharField(max_length=CARRIER_MAX_LENGTH)
+    tracking_number = models.CharField(max_length=TRACKING_NUMBER_MAX_LENGTH, blank=True)
+    tracking_url = models.URLField(max_length=TRACKING_URL_MAX_LENGTH, blank=True)
     shipped_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -59,8 +65,8 @@ class ReturnRequest(BaseModel):
 
     order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="returns")
     state = models.CharField(max_length=20, choices=State.choices, default=State.REQUESTED, db_index=True)
-    reason = models.TextField(max_length=1000, blank=True)  # the buyer's words
-    answer = models.TextField(max_length=1000, blank=True)  # staff's words, when they decide
+    reason = models.TextField(max_length=RETURN_WORDS_MAX_LENGTH, blank=True)  # the buyer's words
+    answer = models.TextField(max_length=RETURN_WORDS_MAX_LENGTH, blank=True)  # staff's words, when they decide
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

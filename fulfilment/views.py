@@ -10,6 +10,7 @@ from django.views.decorators.http import require_POST
 
 from core.errors import DomainError
 from core.numbers import NumberInvalid, number_whole
+from fulfilment.models import RETURN_WORDS_MAX_LENGTH
 from fulfilment.selectors import order_units_returnable
 from fulfilment.services import return_request_create
 from orders.errors import OrderLinkExpired
@@ -59,6 +60,7 @@ def _order_page(request, order, *, own: bool):
         "returnable": [
             (line, returnable[line.variant.sku]) for line in order.lines.all() if returnable.get(line.variant.sku)
         ],
+        "reason_max_length": RETURN_WORDS_MAX_LENGTH,
         "returns": order.returns.prefetch_related("lines__order_line__variant").select_related("refund"),
     }
     return render(request, "orders/order.html", context)

@@ -6,22 +6,20 @@ from django.db.models import prefetch_related_objects
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.exceptions import NotFound, Throttled
+from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import ErrorSerializer, StrictCharField, StrictIntegerField
+from core.api import CSRF_REFUSED, UNAUTHENTICATED, ErrorSerializer, StrictCharField, StrictIntegerField
 from core.errors import InvalidInput
 from core.throttling import voucher_check_counted
 from orders.customers import buyer_of
 from orders.errors import IdempotencyKeyRequired
-from orders.selectors import order_find_for_customer, order_list_for_customer
+from orders.selectors import order_find_by_number, order_find_for_customer, order_list_for_customer
 from orders.serializers import (
     BUSY,
-    CSRF_REFUSED,
     IDEMPOTENCY_KEY,
     NOT_FOUND,
-    UNAUTHENTICATED,
-    AddressSerializer,
     OrderLineOutputSerializer,
     OrderOutputSerializer,
     OrderRefusedSerializer,
@@ -30,15 +28,47 @@ from orders.serializers import (
 )
 from orders.services import order_cancel, order_place, order_quote
 from orders.throttling import OrderThrottle
+from shipping.serializers import AddressSerializer
 from shop.models import SKU_MAX_LENGTH
 from vouchers.errors import VoucherInvalid
 
 
 def order_of(request, number: str):
+    """The caller's own order; any other is as good as missing (404)."""
     order = order_find_for_customer(customer=request.user, number=number)
     if order is None:
         raise NotFound("No such order.")
     return order
+
+
+def staff_with(permission: str) -> type[BasePermission]:
+    """Staff holding ``permission`` (``orders.ship_order``, ``orders.refund_order``) act on any customer's order."""
+
+    class StaffWith(BasePermission):
+        def has_permission(self, request, view):
+            return bool(request.user and request.user.is_staff and request.user.has_perm(permission))
+
+    return StaffWith
+
+
+class StaffOrderActionApi(APIView):
+    """A staff action on any customer's order: the body checked against ``Input``, the order found by its
+    number (404), ``act`` run on it, and the order shown as it is then. A subclass names its
+    ``permission_classes``, its ``Input`` serializer and ``act``."""
+
+    Input: type[serializers.Serializer]
+
+    def act(self, request, order, data: dict) -> None:
+        raise NotImplementedError
+
+    def post(self, request, number: str):
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        order = order_find_by_number(number=number)
+        if order is None:
+            raise NotFound("No such order.")
+        self.act(request, order, data.validated_data)
+        return Response(OrderOutputSerializer(order_find_by_number(number=number)).data)
 
 
 class OrderCollectionApi(generics.ListAPIView):

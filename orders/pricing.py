@@ -14,13 +14,15 @@ products, shipping methods and tax rates and hand them in.
 
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import NamedTuple
 
 from django.conf import settings
 
 from core.errors import InvalidInput
 from core.money import money_round
 from shipping.errors import ShippingMethodUnavailable, ShippingUnavailable
-from shipping.selectors import ShippingOffer, shipping_country_served, shipping_offers_for
+from shipping.selectors import shipping_country_served, shipping_offers_for
+from shipping.sql import ShippingOffer
 from shop.selectors import OrderableVariant
 from tax.selectors import TaxRates
 from vouchers.rules import VoucherTerms, voucher_line_discounts
@@ -104,24 +106,47 @@ def order_weight_grams(lines: list[tuple[OrderableVariant, int]]) -> int:
     return sum((variant.weight_grams or 0) * quantity for variant, quantity in lines if variant.requires_shipping)
 
 
+class PricingRules(NamedTuple):
+    """What prices an order besides its lines, read for it (or once for a batch): tax rates, shipping methods."""
+
+    rates: TaxRates
+    methods: list[ShippingOffer]
+
+
+class Destination(NamedTuple):
+    """Where an order goes and is billed (ISO codes; None: no such address) and the shipping method chosen."""
+
+    shipping_country: str | None
+    billing_country: str | None
+    method_id: int | None
+
+    @classmethod
+    def of(cls, *, shipping_address: dict | None, billing_address: dict | None, method_id: int | None):
+        """The destination of an order's or a request's addresses, as stored (``shipping.addresses``)."""
+        return cls(
+            shipping_address["country"] if shipping_address else None,
+            billing_address["country"] if billing_address else None,
+            method_id,
+        )
+
+
 def order_price(
     lines: list[tuple[OrderableVariant, int]],
     *,
-    shipping_country: str | None,
-    billing_country: str | None,
-    method_id: int | None,
-    methods: list[ShippingOffer],
-    rates: TaxRates,
+    to: Destination,
+    rules: PricingRules,
     voucher: VoucherTerms | None = None,
 ) -> OrderPrice:
-    """The figures of an order of ``lines`` (product, quantity) sent to ``shipping_country`` by the method
-    ``method_id``, billed in ``billing_country`` (the countries' ISO codes).
+    """The figures of an order of ``lines`` (product, quantity) sent ``to`` a country by a method, billed in a
+    country, at the ``rules``' rates and methods.
 
     Taxed where the goods go; an order that ships nothing where its buyer bills, else in the shop's
     country. Refusals are raised: a missing address or method, a country or method that does not ship.
     A ``voucher`` (checked already: ``vouchers.rules.voucher_check``) takes its discount off the lines, or
     the shipping's price if it gives free shipping.
     """
+    shipping_country, billing_country, method_id = to
+    rates, methods = rules
     currency, included = settings.SHOP_CURRENCY, settings.PRICES_INCLUDE_TAX
     ships = order_ships(variant for variant, _ in lines)
     country = shipping_country if ships else None

@@ -8,7 +8,8 @@ from rest_framework import serializers
 from core.api import ErrorSerializer, StrictIntegerField
 from core.errors import InvalidInput
 from inventory.apis import InsufficientStockErrorSerializer
-from shipping.addresses import ADDRESS_FIELDS, address_clean
+from shipping.addresses import ADDRESS_FIELDS
+from shipping.serializers import AddressSerializer
 from shop.models import SKU_MAX_LENGTH
 from vouchers.errors import VoucherInvalid
 
@@ -19,35 +20,6 @@ def money_field(**kwargs):
 
 def rate_field(**kwargs):
     return serializers.DecimalField(max_digits=6, decimal_places=3, help_text="Percent.", **kwargs)
-
-
-class AddressSerializer(serializers.Serializer):
-    """A postal address, checked against its country's rules (``shipping.addresses``)."""
-
-    full_name = serializers.CharField(max_length=ADDRESS_FIELDS["full_name"])
-    line1 = serializers.CharField(max_length=ADDRESS_FIELDS["line1"])
-    line2 = serializers.CharField(max_length=ADDRESS_FIELDS["line2"], required=False, allow_blank=True)
-    city = serializers.CharField(max_length=ADDRESS_FIELDS["city"])
-    postal_code = serializers.CharField(
-        max_length=ADDRESS_FIELDS["postal_code"],
-        required=False,
-        allow_blank=True,
-        help_text="Where the country uses one.",
-    )
-    region = serializers.CharField(
-        max_length=ADDRESS_FIELDS["region"],
-        required=False,
-        allow_blank=True,
-        help_text="State, province or prefecture, where the country uses one (its code or name).",
-    )
-    country = serializers.CharField(max_length=2, min_length=2, help_text="ISO 3166-1 alpha-2 code, e.g. DE.")
-    phone = serializers.CharField(max_length=ADDRESS_FIELDS["phone"], required=False, allow_blank=True)
-
-    def validate(self, attrs):
-        try:
-            return address_clean(attrs)
-        except InvalidInput as exc:
-            raise serializers.ValidationError(exc.payload["fields"]) from None
 
 
 class ShippingMethodOutputSerializer(serializers.Serializer):
@@ -271,8 +243,6 @@ IDEMPOTENCY_KEY = OpenApiParameter(
     type=str,
     description="Unique per order attempt: a retry with the same key and body returns the same order.",
 )
-UNAUTHENTICATED = OpenApiResponse(ErrorSerializer, description="not_authenticated, authentication_failed")
-CSRF_REFUSED = OpenApiResponse(ErrorSerializer, description="permission_denied: session auth without a CSRF token")
 NOT_FOUND = OpenApiResponse(ErrorSerializer, description="not_found (no such order of yours), order_not_found")
 BUSY = OpenApiResponse(
     ErrorSerializer,

@@ -15,7 +15,7 @@ from core.throttling import voucher_check_start
 from orders.checkout import CheckoutSession, connection_loss_refused
 from orders.customers import buyer_of
 from orders.errors import IdempotencyConflict
-from orders.forms import AddressForm, CheckoutForm
+from orders.forms import CheckoutForm
 from orders.selectors import (
     order_find_for_customer,
     order_last_shipping_address,
@@ -24,6 +24,7 @@ from orders.selectors import (
 from orders.services import order_cancel, order_place, order_quote
 from orders.throttling import OrderThrottle
 from shipping.errors import ShippingMethodUnavailable
+from shipping.forms import AddressForm
 from shipping.selectors import address_book_list
 from shop.cart import cart_clear, cart_set
 from shop.views import cart_lines

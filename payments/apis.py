@@ -2,21 +2,16 @@
 
 from django.conf import settings
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import serializers
-from rest_framework.exceptions import NotFound
-from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import ErrorSerializer
-from orders.apis import order_of
-from orders.selectors import order_find_by_number
+from core.api import CSRF_REFUSED, UNAUTHENTICATED, ErrorSerializer
+from orders.apis import StaffOrderActionApi, order_of, staff_with
 from orders.serializers import (
     BUSY,
-    CSRF_REFUSED,
     NOT_FOUND,
-    UNAUTHENTICATED,
     LinesRefusedSerializer,
     OrderLineQuantityInputSerializer,
     OrderOutputSerializer,
@@ -63,35 +58,30 @@ class OrderPayApi(APIView):
         return Response(PaymentOutputSerializer(order_pay(order=order, return_url=return_url)).data)
 
 
-class RefundPermission(BasePermission):
-    """Staff with the ``refund_order`` permission refund any customer's order."""
-
-    def has_permission(self, request, view):
-        return bool(request.user and request.user.is_staff and request.user.has_perm("orders.refund_order"))
+RefundPermission = staff_with("orders.refund_order")
 
 
-class OrderRefundApi(APIView):
-    permission_classes = [RefundPermission]
+class RefundInputSerializer(serializers.Serializer):
+    restock = serializers.BooleanField(
+        help_text="Put back on hand (ledger: refund_restock) the units not yet shipped, which a refund takes "
+        "first; units at the customer are refunded and not restocked (a return brings them back)."
+    )
+    lines = OrderLineQuantityInputSerializer(
+        many=True,
+        required=False,
+        allow_empty=True,
+        max_length=settings.MAX_ORDER_LINES,
+        help_text="The units to refund; omit (and leave shipping out) to refund all that is left.",
+    )
+    shipping = serializers.BooleanField(
+        required=False, help_text="Refund the shipping too (with lines; a full refund includes it)."
+    )
 
-    class OrderRefundInputSerializer(serializers.Serializer):
-        restock = serializers.BooleanField(
-            help_text="Put back on hand (ledger: refund_restock) the units not yet shipped, which a refund takes "
-            "first; units at the customer are refunded and not restocked (a return brings them back)."
-        )
-        lines = OrderLineQuantityInputSerializer(
-            many=True,
-            required=False,
-            allow_empty=True,
-            max_length=settings.MAX_ORDER_LINES,
-            help_text="The units to refund; omit (and leave shipping out) to refund all that is left.",
-        )
-        shipping = serializers.BooleanField(
-            required=False, help_text="Refund the shipping too (with lines; a full refund includes it)."
-        )
 
-    @extend_schema(
+@extend_schema_view(
+    post=extend_schema(
         operation_id="orders_refund",
-        request=OrderRefundInputSerializer,
+        request=RefundInputSerializer,
         description="Refund a paid order's lines, some units or all that is left, and optionally its shipping, "
         "through the provider it was paid with (staff with refund_order). The refunded amount never exceeds "
         "what was paid; the order turns refunded once all of it is back. The buyer is emailed each refund.",
@@ -110,21 +100,19 @@ class OrderRefundApi(APIView):
             503: BUSY,
         },
     )
-    def post(self, request, number: str):
-        data = self.OrderRefundInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        order = order_find_by_number(number=number)
-        if order is None:
-            raise NotFound("No such order.")
-        lines = data.validated_data.get("lines")
-        shipping = data.validated_data.get("shipping", False)
+)
+class OrderRefundApi(StaffOrderActionApi):
+    permission_classes = [RefundPermission]
+    Input = RefundInputSerializer
+
+    def act(self, request, order, data: dict) -> None:
+        lines, shipping = data.get("lines"), data.get("shipping", False)
         if lines is None and shipping:
             lines = []  # the shipping alone
         order_refund(
             order=order,
             quantities=None if lines is None else quantities_by_sku(lines),
             shipping=shipping,
-            restock=data.validated_data["restock"],
+            restock=data["restock"],
             actor=request.user,
         )
-        return Response(OrderOutputSerializer(order_find_by_number(number=number)).data)

@@ -1,47 +1,27 @@
-"""The shipping methods checkout offers, read in one statement a lock holder sends with its batch's reads."""
+"""The shipping methods checkout offers (read by ``shipping.sql``'s statement, which a lock holder sends with its
+batch's reads), and the address book."""
 
 from decimal import Decimal
-from typing import NamedTuple
 
-from django.db import connection, models
+from django.db import models
 
 from core.db import decimal_from_db
-from shipping.models import AddressBookEntry, ShippingMethod, ShippingZone
-
-
-class ShippingOffer(NamedTuple):
-    """A method as checkout sees it: where it goes, what it costs and for which weights."""
-
-    id: int
-    name: str
-    price: Decimal
-    free_above: Decimal | None
-    min_weight_grams: int | None
-    max_weight_grams: int | None
-    countries: frozenset[str]
-
-
-def shipping_methods_statement() -> tuple[str, list]:
-    """Every active method of a live zone with the zone's countries, for ``statements_run``; its rows go to
-    ``shipping_methods_from_rows``. The tables are staff's few rows: read whole, filtered in Python."""
-    quote = connection.ops.quote_name
-    method, zone = quote(ShippingMethod._meta.db_table), quote(ShippingZone._meta.db_table)
-    sql = (
-        f"SELECT m.id, m.name, m.price, m.free_above, m.min_weight_grams, m.max_weight_grams, z.countries "
-        f"FROM {method} m JOIN {zone} z ON z.id = m.zone_id "
-        f"WHERE m.is_active AND NOT m.is_deleted AND NOT z.is_deleted"
-    )
-    return sql, []
+from shipping.models import AddressBookEntry, ShippingMethod
+from shipping.sql import ShippingOffer
 
 
 def shipping_methods_from_rows(rows) -> list[ShippingOffer]:
     """``shipping_methods_statement``'s rows as offers (amounts as the ORM reads them, countries as ISO codes)."""
     price_field, free_field = ShippingMethod._meta.get_field("price"), ShippingMethod._meta.get_field("free_above")
+    offers = [ShippingOffer(*row) for row in rows]
     return [
-        ShippingOffer(pk, name, decimal_from_db(price_field, price), decimal_from_db(free_field, free), low, high,
-                      frozenset(code for code in countries.split(",") if code))
-        for pk, name, price, free, low, high, countries in rows
-    ]  # fmt: skip
+        offer._replace(
+            price=decimal_from_db(price_field, offer.price),
+            free_above=decimal_from_db(free_field, offer.free_above),
+            countries=frozenset(code for code in offer.countries.split(",") if code),
+        )
+        for offer in offers
+    ]
 
 
 def shipping_offers_for(

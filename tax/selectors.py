@@ -1,8 +1,6 @@
-"""Tax rates, read in one statement a lock holder sends with its batch's reads."""
+"""Tax rates, read by ``tax.sql``'s statement, which a lock holder sends with its batch's reads."""
 
 from decimal import Decimal
-
-from django.db import connection
 
 from core.db import decimal_from_db
 from tax.models import TaxRate
@@ -19,17 +17,6 @@ class TaxRates:
         if tax_class_id is not None and (country, tax_class_id) in self._rates:
             return self._rates[country, tax_class_id]
         return self._rates.get((country, None), Decimal(0))
-
-
-def tax_rates_statement(*, countries) -> tuple[str, list]:
-    """The live rates of ``countries`` (at least one), for ``statements_run``; rows go to ``tax_rates_from_rows``."""
-    countries = sorted(set(countries))
-    quote = connection.ops.quote_name
-    sql = (
-        f"SELECT country, tax_class_id, rate FROM {quote(TaxRate._meta.db_table)} "
-        f"WHERE NOT is_deleted AND country IN ({', '.join(['%s'] * len(countries))}) ORDER BY id"
-    )
-    return sql, countries
 
 
 def tax_rates_from_rows(rows) -> TaxRates:

@@ -12,14 +12,11 @@ from demo.history.text import cents
 from inventory.models import Stock
 from orders.pricing import tax_of
 from shipping.models import ShippingMethod, ShippingZone
-from shipping.selectors import (
-    ShippingOffer,
-    shipping_methods_from_rows,
-    shipping_methods_statement,
-    shipping_offers_for,
-)
+from shipping.selectors import shipping_methods_from_rows, shipping_offers_for
+from shipping.sql import ShippingOffer, shipping_methods_statement
 from shop.models import Product, ProductVariant
-from tax.selectors import tax_rates_from_rows, tax_rates_statement
+from tax.selectors import tax_rates_from_rows
+from tax.sql import tax_rates_statement
 
 SKU_PREFIX = "HIST-"  # the history's SKUs: HIST-000001 and on
 

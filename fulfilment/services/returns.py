@@ -15,7 +15,7 @@ from django.db import transaction
 
 from core.errors import InvalidInput
 from fulfilment.errors import ReturnAlreadyDecided, ReturnNotAllowed
-from fulfilment.models import ReturnLine, ReturnRequest
+from fulfilment.models import RETURN_WORDS_MAX_LENGTH, ReturnLine, ReturnRequest
 from fulfilment.selectors import order_units_returnable
 from orders.errors import OrderNotFound
 from orders.models import Order
@@ -36,8 +36,8 @@ def return_request_create(*, order: Order, quantities: dict[str, int], reason: s
     (``InvalidInput``), more of a line than is at the customer, not refunded and not asked back
     (``ReturnNotAllowed``, with the units left per SKU).
     """
-    if not isinstance(reason, str) or len(reason) > 1000:
-        raise InvalidInput(fields={"reason": "At most 1000 characters."})
+    if not isinstance(reason, str) or len(reason) > RETURN_WORDS_MAX_LENGTH:
+        raise InvalidInput(fields={"reason": f"At most {RETURN_WORDS_MAX_LENGTH} characters."})
     with transaction.atomic():
         order = Order.all_objects.select_for_update().get(pk=order.pk)
         if order.is_deleted:

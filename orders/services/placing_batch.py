@@ -18,18 +18,20 @@ from inventory.services import (
 )
 from orders import sql
 from orders.models import Order, new_order_number
-from orders.pricing import OrderPrice, order_price
+from orders.pricing import Destination, OrderPrice, PricingRules, order_price
 from orders.selectors import order_list_overdue_holding, order_units_held
 from orders.services.lifecycle import order_list_expire
 from orders.services.placing_rules import order_place_one
 from orders.services.placing_wire import Placed, PlacedLine, PlacedPrice, PlaceRequest, order_row
-from shipping.selectors import shipping_methods_from_rows, shipping_methods_statement
+from shipping.selectors import shipping_methods_from_rows
+from shipping.sql import shipping_methods_statement
 from shop.selectors import (
     OrderableVariant,
     variants_for_sale_from_rows,
     variants_for_sale_statement,
 )
-from tax.selectors import tax_rates_from_rows, tax_rates_statement
+from tax.selectors import tax_rates_from_rows
+from tax.sql import tax_rates_statement
 from vouchers.errors import VoucherInvalid
 from vouchers.rules import VoucherTerms
 from vouchers.selectors import VoucherReads, vouchers_read_from_rows, vouchers_read_statements
@@ -93,9 +95,8 @@ class OrderBatch(Batch):
                 ),
             ],
         )
-        self.tax_rates = tax_rates_from_rows(rates)
+        self.rules = PricingRules(tax_rates_from_rows(rates), shipping_methods_from_rows(rest.pop(0)) if ships else [])
         self._prices: dict[tuple, OrderPrice] = {}
-        self.shipping_methods = shipping_methods_from_rows(rest.pop(0)) if ships else []
         self._vouchers = vouchers_read_from_rows(*rest) if codes else VoucherReads({}, Counter())
         self._placed_before = orders_by_key([pk for (pk,) in keyed])
         self._new_by_key: dict[tuple[str, str], NewOrder] = {}
@@ -123,20 +124,12 @@ class OrderBatch(Batch):
         )
         return before + staged
 
-    def price(self, lines: tuple, *, shipping_country, billing_country, method_id, voucher=None) -> OrderPrice:
+    def price(self, lines: tuple, *, to: Destination, voucher=None) -> OrderPrice:
         """``order_price`` at the batch's rates and methods. A hot SKU's batch is many alike orders, so each
         distinct set of arguments is priced once (the function is pure, and ``OrderPrice`` immutable)."""
-        key = (lines, shipping_country, billing_country, method_id, voucher)
+        key = (lines, to, voucher)
         if (price := self._prices.get(key)) is None:
-            price = self._prices[key] = order_price(
-                list(lines),
-                shipping_country=shipping_country,
-                billing_country=billing_country,
-                method_id=method_id,
-                methods=self.shipping_methods,
-                rates=self.tax_rates,
-                voucher=voucher,
-            )
+            price = self._prices[key] = order_price(list(lines), to=to, rules=self.rules, voucher=voucher)
         return price
 
     def variant_ids(self) -> set[int]:

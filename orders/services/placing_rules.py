@@ -5,6 +5,7 @@ each queued order in queue order and writes what the steps staged together."""
 
 from inventory.batching import Demand
 from orders.errors import IdempotencyConflict
+from orders.pricing import Destination
 from orders.services.limits import order_lines_check_limits
 from orders.services.placing_wire import Placed, PlaceRequest
 from shop.selectors import (
@@ -48,13 +49,11 @@ def order_place_one(request: PlaceRequest, batch) -> Placed:
         )
     price = batch.price(
         tuple((variants[line.sku], line.quantity) for line in request.lines),
-        shipping_country=_country(request.shipping_address),
-        billing_country=_country(request.billing_address),
-        method_id=request.shipping_method_id,
+        to=Destination.of(
+            shipping_address=request.shipping_address,
+            billing_address=request.billing_address,
+            method_id=request.shipping_method_id,
+        ),
         voucher=voucher,
     )
     return batch.order_add(request, variants, price, voucher)
-
-
-def _country(address: dict | None) -> str | None:
-    return address["country"] if address else None

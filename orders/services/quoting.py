@@ -13,16 +13,13 @@ from core.clock import db_now
 from core.db import statements_run
 from core.errors import InvalidInput
 from inventory.services import stock_lines_validate
-from orders.pricing import OrderPrice, order_price, order_ships, order_weight_grams
+from orders.pricing import Destination, OrderPrice, PricingRules, order_price, order_ships, order_weight_grams
 from shipping.addresses import address_clean
-from shipping.selectors import (
-    ShippingOffer,
-    shipping_methods_from_rows,
-    shipping_methods_statement,
-    shipping_offers_for,
-)
+from shipping.selectors import shipping_methods_from_rows, shipping_offers_for
+from shipping.sql import ShippingOffer, shipping_methods_statement
 from shop.selectors import OrderableVariant, variant_map_orderable
-from tax.selectors import TaxRates, tax_rates_from_rows, tax_rates_statement
+from tax.selectors import tax_rates_from_rows
+from tax.sql import tax_rates_statement
 from vouchers.errors import VoucherInvalid
 from vouchers.models import voucher_code_normal
 from vouchers.rules import VoucherTerms, voucher_check
@@ -61,7 +58,7 @@ def order_addresses_check(shipping_address, billing_address, shipping_method):
     return shipping, (None if billing == shipping else billing), shipping_method
 
 
-def pricing_rules(*, countries: set[str], ships: bool) -> tuple[TaxRates, list[ShippingOffer]]:
+def pricing_rules(*, countries: set[str], ships: bool) -> PricingRules:
     """The tax rates of ``countries`` (and the shop's) and, if the order ships, the shipping methods:
     one round trip."""
     rates, *methods = statements_run(
@@ -71,7 +68,7 @@ def pricing_rules(*, countries: set[str], ships: bool) -> tuple[TaxRates, list[S
             *([shipping_methods_statement()] if ships else []),
         ],
     )
-    return tax_rates_from_rows(rates), (shipping_methods_from_rows(methods[0]) if ships else [])
+    return PricingRules(tax_rates_from_rows(rates), shipping_methods_from_rows(methods[0]) if ships else [])
 
 
 def order_quote(
@@ -94,7 +91,7 @@ def order_quote(
     priced_lines = [(variants[line.sku], line.quantity) for line in lines]
     terms = _voucher_terms(voucher, variants=variants, lines=lines, now=now, buyer=buyer) if voucher else None
     ships = order_ships(variants.values())
-    rates, methods = pricing_rules(countries={shipping_country, billing_country}, ships=ships)
+    rules = pricing_rules(countries={shipping_country, billing_country}, ships=ships)
     skus = [line.sku for line in lines]
     if ships and shipping_country is None:
         return Quote(skus=skus, lines=priced_lines, ships=True, shipping_offers=[], price=None)
@@ -102,18 +99,15 @@ def order_quote(
     if ships:
         items_amount = sum((variant.price * quantity for variant, quantity in priced_lines), start=0)
         offers = shipping_offers_for(
-            methods, country=shipping_country, weight_grams=order_weight_grams(priced_lines), items_amount=items_amount
+            rules.methods,
+            country=shipping_country,
+            weight_grams=order_weight_grams(priced_lines),
+            items_amount=items_amount,
         )
         if shipping_method is None and offers:
             shipping_method = offers[0].id
     price = order_price(
-        priced_lines,
-        shipping_country=shipping_country,
-        billing_country=billing_country,
-        method_id=shipping_method,
-        methods=methods,
-        rates=rates,
-        voucher=terms,
+        priced_lines, to=Destination(shipping_country, billing_country, shipping_method), rules=rules, voucher=terms
     )
     return Quote(skus=skus, lines=priced_lines, ships=ships, shipping_offers=offers, price=price)
 

@@ -11,7 +11,7 @@ from inventory.errors import InsufficientStock
 from inventory.services import stock_reserve
 from orders.errors import OrderExpired, OrderNotPayable
 from orders.models import Order
-from orders.pricing import order_price
+from orders.pricing import Destination, order_price
 from orders.selectors import order_units_held
 from orders.services.lifecycle import Status, order_transition
 from orders.services.limits import order_lines_check_limits
@@ -64,24 +64,19 @@ def order_reserve_again(order: Order, *, paid_at=None) -> None:
 def _order_totals_hold(order: Order, lines) -> bool:
     """Whether the order, priced now with today's tax rates and shipping methods, costs what it stores."""
     countries = {address["country"] for address in (order.shipping_address, order.billing_address) if address}
-    rates, methods = pricing_rules(
-        countries=countries | {settings.SHOP_COUNTRY}, ships=order.shipping_address is not None
-    )
+    rules = pricing_rules(countries=countries | {settings.SHOP_COUNTRY}, ships=order.shipping_address is not None)
     voucher = None
     if order.voucher_code:
         voucher = vouchers_read(codes=[order.voucher_code], skus=order.skus).terms.get(order.voucher_code)
         if voucher is None:  # deleted since
             return False
     try:
-        now = order_price(
-            lines,
-            shipping_country=(order.shipping_address or {}).get("country"),
-            billing_country=(order.billing_address or {}).get("country"),
+        to = Destination.of(
+            shipping_address=order.shipping_address,
+            billing_address=order.billing_address,
             method_id=order.shipping_method_id,
-            methods=methods,
-            rates=rates,
-            voucher=voucher,
         )
+        now = order_price(lines, to=to, rules=rules, voucher=voucher)
     except DomainError:  # the method is gone, the country no longer served, goods now shipped
         return False
     return (now.subtotal, now.discount, now.shipping_price, now.tax, now.total, now.currency) == (
