@@ -129,8 +129,7 @@ def _order_replay(*, scope: str, idempotency_key: str, fingerprint: str) -> Orde
     return order
 
 
-@dataclass(frozen=True)
-class _PlaceRequest:
+class _PlaceRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """An order to place, as it queues for a hot SKU's lock holder (``inventory.locks.wire`` encodes it)."""
 
     customer_id: int | None
