@@ -123,12 +123,13 @@ class StockPlan:
 class Batch(ABC):
     """The requests of one kind that one lock holder carries out together, and what they share.
 
-    A subclass names its ``kind``, its ``request_type`` (a dataclass or msgspec Struct whose ``lines``
-    have a ``sku`` and a ``quantity``: queued requests travel as typed JSON, ``inventory.locks.wire``)
-    and ``result_type``; its ``__init__`` reads what its steps need, once; ``step(request)`` applies
-    the rules of one request and stages its rows (``stage``) and units (``stock.take``); ``write()``
-    stores what is staged and fills in the staged results (ids, times). ``free_more()`` may free
-    units when the stock falls short. A batch only takes units, so a sold-out mark refuses its requests.
+    A subclass names its ``kind``, its ``request_type`` (a msgspec Struct whose ``lines`` have a ``sku``
+    and a ``quantity``: queued requests travel as typed JSON, ``inventory.locks.wire``, so it and the
+    Structs it holds forbid unknown fields) and ``result_type``; its ``__init__`` reads what its steps
+    need, once; ``step(request)`` applies the rules of one request and stages its rows (``stage``) and
+    units (``stock.take``); ``write()`` stores what is staged and fills in the staged results (ids,
+    times). ``free_more()`` may free units when the stock falls short. A batch only takes units, so a
+    sold-out mark refuses its requests.
     """
 
     kind: ClassVar[str]
@@ -304,19 +305,30 @@ def _serve(lock, *, sku: str, batch_type: type[Batch], request):
     """As holder: our request and those we took, in one transaction; every taken waiter is answered.
 
     Whatever fails, each waiter gets its result, ``RunAlone`` (nothing was done for it) or, once the
-    commit may have happened, ``Unknown`` (look it up); a request that does not decode is refused.
+    commit may have happened, ``Unknown`` (look it up). A request we cannot read whole is handed back
+    with ``RunAlone``, never served half: its buyer may run code that knows more than ours.
     Our own result stands once committed, whatever becomes of the answers.
     """
     kind = batch_type.kind
     answers = dict.fromkeys((waiter for waiter, _ in lock.taken), wire.RUN_ALONE_ANSWER)
     try:
-        requests, waiters = [request], []
+        requests, waiters, unread = [request], [], []
         for waiter, body in lock.taken:
             try:
                 requests.append(wire.decode(body, batch_type.request_type))
                 waiters.append(waiter)
             except wire.Malformed as exc:
-                logger.error("refused a malformed %s request queued on %s: %s", kind, sku, exc)
+                unread.append(exc)  # left out of the batch: its answer stays RunAlone
+        if unread:
+            logger.warning(
+                "handed back %d %s request(s) queued on %s that wire version %d cannot read, for their buyers to "
+                "run alone (a host on other code that kept the version, or a value planted in Redis): %s",
+                len(unread),
+                kind,
+                sku,
+                wire.WIRE_VERSION,
+                unread[0],
+            )
         executed = False
         try:
             with transaction.atomic(durable=True):

@@ -9,7 +9,6 @@ carried out in batches (``inventory.batching``).
 
 import logging
 from collections import Counter
-from dataclasses import dataclass
 from datetime import datetime
 
 import msgspec
@@ -37,8 +36,10 @@ from shop.selectors import variant_get_for_stock
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class StockLine:
+class StockLine(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A requested line. Queued requests carry it, so a field it does not know is refused, never dropped
+    (``inventory.locks.wire``)."""
+
     sku: str
     quantity: int
 
@@ -77,7 +78,7 @@ def stock_lines_validate(*, lines) -> list[StockLine]:
     return result
 
 
-class ReservationLine(msgspec.Struct, frozen=True, array_like=True):
+class ReservationLine(msgspec.Struct, frozen=True, array_like=True, forbid_unknown_fields=True):
     """An order line to reserve units for: what a reservation row needs of it, and the SKU to lock."""
 
     sku: str
@@ -109,7 +110,7 @@ def _reservation_row(line: ReservationLine, expires_at: datetime) -> dict:
     }
 
 
-class _ReserveRequest(msgspec.Struct, frozen=True, array_like=True):
+class _ReserveRequest(msgspec.Struct, frozen=True, array_like=True, forbid_unknown_fields=True):
     """A ``stock_reserve`` as it queues for a hot SKU's lock holder: an order's lines, and until when."""
 
     expires_at: datetime

@@ -52,7 +52,7 @@ from inventory.locks.soldout import (
     sold_out_mark,
     sold_out_seen,
 )
-from inventory.locks.wire import RUN_ALONE_ANSWER, lock_key
+from inventory.locks.wire import RUN_ALONE_ANSWER, lock_key, request_tag
 
 __all__ = [
     "HeldLocks",
@@ -172,12 +172,13 @@ def sku_lock_serving(sku: str, *, kind: str, body: bytes, wait: float | None = N
     """Hold one SKU's lock, or have its holder serve our request: group commit for a hot SKU.
 
     A waiter leaves ``body`` with its place in the queue. The holder gets the lock with the queued
-    requests of its ``kind`` in ``lock.taken`` (up to STOCK_BATCH_MAX - 1; ``QueuedLock.acquire`` says
-    where a batch is cut), carries them out in its own transaction and ``answer``s each after the
-    commit, so one lock hold and one commit serve a whole queue of buyers. Yields ``(lock, None)``
-    to the holder and ``(None, answer)`` to a served waiter, which holds nothing; ``answer`` is None
-    if the outcome is unknown: the holder took the request and never answered (it died, or stalled
-    past its TTL), or Redis failed while the request may have been taken.
+    requests of its ``kind`` and wire version (``wire.request_tag``) in ``lock.taken`` (up to
+    STOCK_BATCH_MAX - 1; ``QueuedLock.acquire`` says where a batch is cut), carries them out in its
+    own transaction and ``answer``s each after the commit, so one lock hold and one commit serve a
+    whole queue of buyers. Yields ``(lock, None)`` to the holder and ``(None, answer)`` to a served
+    waiter, which holds nothing; ``answer`` is None if the outcome is unknown: the holder took the
+    request and never answered (it died, or stalled past its TTL), or Redis failed while the request
+    may have been taken.
 
     With ``refuse_sold_out``, a SKU marked sold out raises ``MarkedSoldOut`` instead, from the round
     trip that would have queued us (``soldout``).
@@ -191,7 +192,7 @@ def sku_lock_serving(sku: str, *, kind: str, body: bytes, wait: float | None = N
     try:
         if lock_service_down():
             raise LockUnavailable(skus=[sku])
-        lock, got = _acquire(sku, wait=wait, kind=kind.encode(), request=body, refuse_sold_out=refuse_sold_out)
+        lock, got = _acquire(sku, wait=wait, kind=request_tag(kind), request=body, refuse_sold_out=refuse_sold_out)
     except LockUnavailable:
         if not lock_service_down():
             raise

@@ -6,7 +6,7 @@ Keys. A SKU's lock is ``lock_key(sku)`` under the ``locks`` cache's key prefix; 
     <lock>                  the holder's token; its TTL is the lease, or the claim of a hand-off
     <lock>:queue            the waiters, first come first served, as entries ``<deadline ms>:<token>``
     <lock>:entry:<token>    the entry a waiter queued with
-    <lock>:req:<token>      the request a waiter left with its place in the queue: ``<kind><body>``
+    <lock>:req:<token>      the request a waiter left with its place in the queue: ``<tag><body>``
     <lock>:served:<token>   present once a holder took that waiter's request to serve it
     <lock>:wake:<token>     the waiter's wake-up list, which it blocks on (BLPOP)
     <lock>:soldout          the SKU's sold-out mark, with a TTL (``soldout``): a buyer asking to be
@@ -30,6 +30,16 @@ Requests and answers. A queued buyer leaves its request in Redis and the lock ho
 there. Both are JSON decoded against an explicit type (msgspec), so whatever anyone writes into Redis
 is only ever data: a value that does not fit its type is refused (``Malformed``), never run, as an
 unpickled one would be.
+
+Versions. ``WIRE_VERSION`` names the shape of every request and answer: change any of them (a field
+of a ``Batch``'s request or result type, or of a type they hold) and bump it. A request starts with
+its tag, ``v<WIRE_VERSION>:<kind>`` (``request_tag``), and a holder takes only requests with its own
+tag (the acquire script matches it), so in a rolling upgrade no holder meets a request of another
+version: its buyer keeps its place in the queue and, handed the lock, serves those of its own. The
+requests of code from before versions start with their bare ``<kind>``: neither takes the other's.
+An answer goes only to a request the holder took, so code of the same version reads it. The request
+types forbid unknown fields as well: a request whose tag matched but that the holder cannot read
+whole (a bump forgotten) is answered ``RunAlone``, never served half.
 """
 
 from enum import IntEnum
@@ -108,13 +118,23 @@ class LockState(IntEnum):
 
 # --- Requests and answers --------------------------------------------------------------------------
 
+WIRE_VERSION = 1  # the shape of the requests and answers: bump it with any change to them
+
+
+def request_tag(kind: str) -> bytes:
+    """What a request of ``kind`` starts with in Redis, and what a holder takes requests by. It starts
+    no request of another version (``v1:`` is not ``v12:``), nor an untagged one."""
+    return f"v{WIRE_VERSION}:{kind}".encode()
+
 
 class Malformed(ValueError):
-    """A request or answer that does not fit its type. The caller refuses it and logs it."""
+    """A request or answer that does not fit its type. The caller acts on none of it (a holder hands such a
+    request back, ``RunAlone``) and logs it."""
 
 
 class RunAlone(msgspec.Struct, tag="run_alone"):
-    """The holder's batch failed before its commit: nothing was done for the request; carry it out alone."""
+    """Nothing was done for the request: the holder's batch failed before its commit, or the holder could
+    not read the request (``Malformed``). Carry it out alone."""
 
 
 class Unknown(msgspec.Struct, tag="unknown"):

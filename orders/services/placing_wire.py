@@ -3,7 +3,6 @@
 ``inventory.locks.wire`` encodes both (msgspec, typed): the holder decodes a request against
 ``PlaceRequest`` and the buyer an answer against ``Placed``."""
 
-from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
@@ -14,8 +13,7 @@ from inventory.services import (
 )
 
 
-@dataclass(frozen=True)
-class PlaceRequest:
+class PlaceRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """An order to place, as it queues for a hot SKU's lock holder (``inventory.locks.wire`` encodes it)."""
 
     customer_id: int | None
