@@ -10,12 +10,21 @@ from django.db import migrations, models
 MOVED = ['payment', 'paymentevent', 'refund', 'refundline']
 
 
-def content_types_move(apps, schema_editor):
-    """The moved models' content types follow them, so permissions and admin history keep pointing at them."""
+def content_types_relabel(apps, source, target):
     content_type = apps.get_model("contenttypes", "ContentType")
     for model in MOVED:
-        if not content_type.objects.filter(app_label="payments", model=model).exists():
-            content_type.objects.filter(app_label="orders", model=model).update(app_label="payments")
+        if not content_type.objects.filter(app_label=target, model=model).exists():
+            content_type.objects.filter(app_label=source, model=model).update(app_label=target)
+
+
+def content_types_move(apps, schema_editor):
+    """The moved models' content types follow them, so permissions and admin history keep pointing at them."""
+    content_types_relabel(apps, "orders", "payments")
+
+
+def content_types_move_back(apps, schema_editor):
+    """Unapplied, the models are orders' again (0018 renames the tables back): so are their content types."""
+    content_types_relabel(apps, "payments", "orders")
 
 
 class Migration(migrations.Migration):
@@ -181,5 +190,5 @@ class Migration(migrations.Migration):
                 ),
     
         ]),
-        migrations.RunPython(content_types_move, migrations.RunPython.noop),
+        migrations.RunPython(content_types_move, content_types_move_back),
     ]
