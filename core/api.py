@@ -3,6 +3,7 @@
 ``config.api`` renders the refusals in this shape and maps their codes to HTTP statuses.
 """
 
+import functools
 from decimal import Decimal
 
 from drf_spectacular.utils import OpenApiResponse
@@ -83,3 +84,18 @@ class JSONParser(parsers.JSONParser):
 # What every API view that takes a caller answers when the caller is not one (the schema's 401 and 403).
 UNAUTHENTICATED = OpenApiResponse(ErrorSerializer, description="not_authenticated, authentication_failed")
 CSRF_REFUSED = OpenApiResponse(ErrorSerializer, description="permission_denied: session auth without a CSRF token")
+
+
+class FieldsBoundOnce(serializers.Serializer):
+    """An output serializer whose fields are bound once per process and class, not deep-copied for each
+    instance: DRF copies every declared field for each serializer it makes, which costs an order
+    response more than rendering it. What it renders is DRF's own rendering of the declared fields, so
+    a field is written once, where it is declared. For output only: instances keep no state of theirs."""
+
+    def to_representation(self, instance):
+        return serializers.Serializer.to_representation(_bound_once(type(self)), instance)
+
+
+@functools.cache
+def _bound_once(serializer_class: type[serializers.Serializer]) -> serializers.Serializer:
+    return serializer_class()

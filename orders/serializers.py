@@ -5,10 +5,9 @@ from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
-from core.api import ErrorSerializer, StrictIntegerField
+from core.api import ErrorSerializer, FieldsBoundOnce, StrictIntegerField
 from core.errors import InvalidInput
 from inventory.apis import InsufficientStockErrorSerializer
-from shipping.addresses import ADDRESS_FIELDS
 from shipping.serializers import AddressSerializer
 from shop.models import SKU_MAX_LENGTH
 from vouchers.errors import VoucherInvalid
@@ -74,32 +73,21 @@ class RefundOutputSerializer(serializers.Serializer):
     lines = RefundLineOutputSerializer(many=True, source="lines.all")
 
 
-class ReturnOutputSerializer(serializers.Serializer):
+class ReturnOutputSerializer(FieldsBoundOnce):
     id = serializers.IntegerField(help_text="What staff accept or refuse it by.")
     state = serializers.CharField(help_text="requested, accepted (its units refunded) or refused.")
     reason = serializers.CharField(help_text="The buyer's words.")
     answer = serializers.CharField(help_text="Staff's words, once decided.")
-    refunded = money_field(allow_null=True, help_text="Accepted: what its refund gave back; else null.")
+    refunded = money_field(
+        source="refund.amount", allow_null=True, help_text="Accepted: what its refund gave back; else null."
+    )
     requested_at = serializers.DateTimeField(source="created_at")
     lines = ShipmentLineOutputSerializer(many=True, source="lines.all")
 
-    def to_representation(self, return_request):
-        money = self.fields["refunded"]
-        return {
-            "id": int(return_request.pk),
-            "state": str(return_request.state),
-            "reason": str(return_request.reason),
-            "answer": str(return_request.answer),
-            "refunded": money.to_representation(return_request.refund.amount) if return_request.refund else None,
-            "requested_at": self.fields["requested_at"].to_representation(return_request.created_at),
-            "lines": [
-                {"sku": str(line.order_line.variant.sku), "quantity": int(line.quantity)}
-                for line in return_request.lines.all()
-            ],
-        }
 
+class OrderOutputSerializer(FieldsBoundOnce):
+    """An order as the API shows it, with what happened after payment; rendered from these fields alone."""
 
-class OrderOutputSerializer(serializers.Serializer):
     number = serializers.CharField()
     status = serializers.CharField()
     email = serializers.CharField()
@@ -126,94 +114,6 @@ class OrderOutputSerializer(serializers.Serializer):
     amount_refunded = money_field(help_text="What refunds gave back so far, of total.")
     refunds = RefundOutputSerializer(many=True, source="refunds_shown", help_text="Oldest first.")
     returns = ReturnOutputSerializer(many=True, source="returns.all", help_text="Oldest first.")
-
-    def to_representation(self, order):
-        """What the declared fields render, written out with their own formatting.
-
-        DRF's generic rendering deep-copies every declared field for each serializer it makes, which
-        cost an order request more than rendering it; tests/orders/test_api.py holds the two equal.
-        """
-        fields = self._declared_fields
-        money, rate, time = (
-            fields["total"],
-            OrderLineOutputSerializer._declared_fields["tax_rate"],
-            fields["created_at"],
-        )
-        billing = order.billing_address_or_shipping
-        return {
-            "number": str(order.number),
-            "status": str(order.status),
-            "email": str(order.email),
-            "created_at": time.to_representation(order.created_at),
-            "expires_at": time.to_representation(order.expires_at),
-            "paid_at": None if order.paid_at is None else time.to_representation(order.paid_at),
-            "shipping_address": address_output(order.shipping_address),
-            "billing_address": address_output(billing),
-            "shipping_method": None
-            if (method := order.shipping_method_chosen) is None
-            else {"id": method["id"], "name": str(method["name"]), "price": money.to_representation(method["price"])},
-            "currency": str(order.currency),
-            "prices_include_tax": bool(order.prices_include_tax),
-            "subtotal": money.to_representation(order.subtotal),
-            "voucher_code": str(order.voucher_code),
-            "discount": money.to_representation(order.discount),
-            "shipping_price": money.to_representation(order.shipping_price),
-            "tax": money.to_representation(order.tax),
-            "total": money.to_representation(order.total),
-            "lines": [
-                {
-                    "sku": str(line.variant.sku),
-                    "name": str(line.variant.name),
-                    "quantity": int(line.quantity),
-                    "quantity_shipped": int(line.quantity_shipped),
-                    "quantity_refunded": int(line.quantity_refunded),
-                    "quantity_returned": int(line.quantity_returned),
-                    "unit_price": money.to_representation(line.unit_price),
-                    "line_total": money.to_representation(line.line_total),
-                    "tax_rate": rate.to_representation(line.tax_rate),
-                    "tax": money.to_representation(line.tax),
-                    "discount": money.to_representation(line.discount),
-                }
-                for line in order.lines.all()
-            ],
-            "shipments": [
-                {
-                    "carrier": str(shipment.carrier),
-                    "tracking_number": str(shipment.tracking_number),
-                    "tracking_url": str(shipment.tracking_url),
-                    "shipped_at": time.to_representation(shipment.created_at),
-                    "lines": [
-                        {"sku": str(line.order_line.variant.sku), "quantity": int(line.quantity)}
-                        for line in shipment.lines.all()
-                    ],
-                }
-                for shipment in order.shipments.all()
-            ],
-            "amount_refunded": money.to_representation(order.amount_refunded),
-            "refunds": [
-                {
-                    "amount": money.to_representation(refund.amount),
-                    "shipping": money.to_representation(refund.shipping),
-                    "state": str(refund.state),
-                    "refunded_at": time.to_representation(refund.created_at),
-                    "lines": [
-                        {
-                            "sku": str(line.order_line.variant.sku),
-                            "quantity": int(line.quantity),
-                            "restocked": int(line.quantity_restocked),
-                        }
-                        for line in refund.lines.all()
-                    ],
-                }
-                for refund in order.refunds_shown
-            ],
-            "returns": [ReturnOutputSerializer().to_representation(returned) for returned in order.returns.all()],
-        }
-
-
-def address_output(address: dict | None) -> dict | None:
-    """An address as the output shows it: every field, as stored."""
-    return None if address is None else {field: str(address.get(field, "")) for field in ADDRESS_FIELDS}
 
 
 class OrderRefusedSerializer(InsufficientStockErrorSerializer):

@@ -269,13 +269,14 @@ def test_a_busy_sku_answers_503_with_retry_after(customer_client, mug, settings)
     assert not Order.objects.exists()
 
 
-def test_the_order_output_written_out_renders_what_drf_renders_from_the_declared_fields(
+def test_the_order_output_bound_once_renders_what_drf_renders_from_the_declared_fields(
     customer_client, mug, make_variant, shipping_rules
 ):
-    """``OrderOutputSerializer`` writes its rendering out for speed; it must stay DRF's, field for field."""
+    """``OrderOutputSerializer`` binds its fields once for speed (``core.api.FieldsBoundOnce``); what it
+    renders must stay what DRF renders with the fields it copies for each serializer, field for field."""
     from rest_framework import serializers
 
-    from orders.apis import OrderOutputSerializer
+    from orders.serializers import OrderOutputSerializer
 
     make_variant(sku="TEE", stock=5, price="7.05")
     number = create(customer_client, [{"sku": "MUG", "quantity": 3}, {"sku": "TEE", "quantity": 1}]).json()["number"]
