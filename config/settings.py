@@ -32,6 +32,8 @@ EMBEDDED = (
 # --- Core -------------------------------------------------------------------------------------
 
 DEBUG = env.bool("DEBUG", default=False)
+# Set by config.settings_production, under which each app refuses to start with what production forbids.
+PRODUCTION = False
 SECRET_KEY = env("SECRET_KEY", default="")
 if not SECRET_KEY:
     if not (DEBUG or EMBEDDED):

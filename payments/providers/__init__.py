@@ -55,6 +55,12 @@ class PaymentOutcome:
 class PaymentProvider(Protocol):
     name: str
 
+    @staticmethod
+    def production_problems(settings) -> list[str]:
+        """What is wrong for production with ``settings`` (``django.conf.settings``) when new checkouts use this
+        provider, each said to the deployer: under ``config.settings_production`` every process refuses to
+        start with any (``payments.apps``)."""
+
     def checkout_start(
         self, *, order, attempt: int, amount: Decimal, currency: str, return_url: str, payable_until: datetime
     ) -> Checkout:

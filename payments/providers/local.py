@@ -29,6 +29,10 @@ LOCAL_OUTCOMES = {"pay": "checkout.session.completed", "decline": "checkout.sess
 class LocalProvider:
     name = "local"
 
+    @staticmethod
+    def production_problems(settings) -> list[str]:
+        return ["the local provider takes no money: production refuses it (config.settings_production)"]
+
     def checkout_start(
         self, *, order, attempt: int, amount: Decimal, currency: str, return_url: str, payable_until: datetime
     ) -> Checkout:

@@ -129,6 +129,18 @@ def event_outcome(event: dict) -> PaymentOutcome | None:
 class StripeProvider:
     name = "stripe"
 
+    @staticmethod
+    def production_problems(settings) -> list[str]:
+        problems = []
+        if not settings.STRIPE_SECRET_KEY:
+            problems.append("Set STRIPE_SECRET_KEY: the Stripe provider needs it to start payments")
+        if settings.STRIPE_WEBHOOK_SECRET == settings.LOCAL_STRIPE_WEBHOOK_SECRET:
+            problems.append(
+                "Set STRIPE_WEBHOOK_SECRET to the webhook endpoint's signing secret (whsec_...): the development "
+                "default is public, so anyone could forge a payment's webhook with it."
+            )
+        return problems
+
     def _client(self) -> stripe.StripeClient:
         return stripe.StripeClient(
             settings.STRIPE_SECRET_KEY,
