@@ -8,7 +8,7 @@ from django.db import models
 from django.db.models import Q
 
 from core.models import BaseModel
-from orders.models import Order, OrderLine
+from orders.models import Order, OrderLine, OrderLineUnits, order_line_units_constraints
 from payments.models import Refund
 
 # What staff and buyers may write, as every model, form and serializer of them limits it.
@@ -38,20 +38,12 @@ class Shipment(BaseModel):
         return f"{self.carrier} {self.tracking_number}".strip()
 
 
-class ShipmentLine(BaseModel):
+class ShipmentLine(OrderLineUnits):
     shipment = models.ForeignKey(Shipment, on_delete=models.PROTECT, related_name="lines")
     order_line = models.ForeignKey(OrderLine, on_delete=models.PROTECT, related_name="shipment_lines")
-    quantity = models.PositiveIntegerField()
 
-    class Meta(BaseModel.Meta):
-        ordering = ["id"]
-        constraints = [
-            models.CheckConstraint(condition=Q(quantity__gt=0), name="shipment_line_quantity_positive"),
-            models.UniqueConstraint(fields=["shipment", "order_line"], name="shipment_line_one_per_order_line"),
-        ]
-
-    def __str__(self):
-        return f"{self.quantity} x {self.order_line_id}"
+    class Meta(OrderLineUnits.Meta):
+        constraints = order_line_units_constraints(parent="shipment", name="shipment_line")
 
 
 class ReturnRequest(BaseModel):
@@ -88,17 +80,9 @@ class ReturnRequest(BaseModel):
         return f"Return #{self.pk} for order {self.order} ({self.state})"
 
 
-class ReturnLine(BaseModel):
+class ReturnLine(OrderLineUnits):
     return_request = models.ForeignKey(ReturnRequest, on_delete=models.PROTECT, related_name="lines")
     order_line = models.ForeignKey(OrderLine, on_delete=models.PROTECT, related_name="return_lines")
-    quantity = models.PositiveIntegerField()
 
-    class Meta(BaseModel.Meta):
-        ordering = ["id"]
-        constraints = [
-            models.CheckConstraint(condition=Q(quantity__gt=0), name="return_line_quantity_positive"),
-            models.UniqueConstraint(fields=["return_request", "order_line"], name="return_line_one_per_order_line"),
-        ]
-
-    def __str__(self):
-        return f"{self.quantity} x {self.order_line_id}"
+    class Meta(OrderLineUnits.Meta):
+        constraints = order_line_units_constraints(parent="return_request", name="return_line")

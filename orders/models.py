@@ -238,3 +238,31 @@ class OrderEmail(BaseModel):
 
     def __str__(self):
         return f"{self.kind} {self.order_id}"
+
+
+class OrderLineUnits(BaseModel):
+    """Units of one order line that a shipment, a refund or a return takes: at least one, and one row per
+    order line in each. A subclass adds its parent and its ``order_line`` (each with its own related
+    name), and takes its constraints from ``order_line_units_constraints``."""
+
+    quantity = models.PositiveIntegerField()
+
+    class Meta(BaseModel.Meta):
+        abstract = True
+        ordering = ["id"]
+
+    def __str__(self):
+        return f"{self.quantity} x {self.order_line_id}"
+
+
+def order_line_units_constraints(*, parent: str, name: str, positive: Q | None = None) -> list:
+    """The constraints of an ``OrderLineUnits`` table: ``quantity`` above zero (with ``positive``, if given,
+    as one CHECK) and one row per ``parent`` and order line; named ``<name>_...`` as their tables had them."""
+    quantity = Q(quantity__gt=0)
+    return [
+        models.CheckConstraint(
+            condition=quantity if positive is None else quantity & positive,
+            name=f"{name}_quantity_positive" if positive is None else f"{name}_positive",
+        ),
+        models.UniqueConstraint(fields=[parent, "order_line"], name=f"{name}_one_per_order_line"),
+    ]

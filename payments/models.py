@@ -11,7 +11,7 @@ from django.db.models import F, Q
 
 from core.models import BaseModel
 from core.money import money_format
-from orders.models import Order, OrderLine
+from orders.models import Order, OrderLine, OrderLineUnits, order_line_units_constraints
 
 
 class Payment(BaseModel):
@@ -154,24 +154,18 @@ class Refund(BaseModel):
         return f"refund-{self.payment.reference}-{self.pk}"
 
 
-class RefundLine(BaseModel):
+class RefundLine(OrderLineUnits):
     refund = models.ForeignKey(Refund, on_delete=models.PROTECT, related_name="lines")
     order_line = models.ForeignKey(OrderLine, on_delete=models.PROTECT, related_name="refund_lines")
-    quantity = models.PositiveIntegerField()
     amount = models.DecimalField(max_digits=12, decimal_places=2)  # those units' share of what the line paid
     # Of them, those put back on hand when the refund succeeds: a return's units, or those of a refund
     # with ``restock`` that were never shipped (``LineUnits.cancels``); a unit at the customer never is.
     quantity_restocked = models.PositiveIntegerField(default=0)
 
-    class Meta(BaseModel.Meta):
-        ordering = ["id"]
+    class Meta(OrderLineUnits.Meta):
         constraints = [
-            models.CheckConstraint(condition=Q(quantity__gt=0) & Q(amount__gte=0), name="refund_line_positive"),
+            *order_line_units_constraints(parent="refund", name="refund_line", positive=Q(amount__gte=0)),
             models.CheckConstraint(
                 condition=Q(quantity_restocked__lte=F("quantity")), name="refund_line_restocked_within_quantity"
             ),
-            models.UniqueConstraint(fields=["refund", "order_line"], name="refund_line_one_per_order_line"),
         ]
-
-    def __str__(self):
-        return f"{self.quantity} x {self.order_line_id}"
