@@ -67,7 +67,8 @@ def test_every_link_and_file_a_page_names_is_there(page):
             broken.append(target)
     # Files named in backticks: `orders/services/placing.py`, `tests/faults/`, `bin/run` (not var/'s own files).
     for name in re.findall(
-        r"`((?:bench|bin|config|core|demo|docs|inventory|orders|shop|templates|tests)/[\w./-]*)`", text
+        r"`((?:accounts|bench|bin|config|core|demo|docs|fulfilment|inventory|orders|payments|shipping|shop|tax|templates|tests|vouchers)/[\w./-]*)`",
+        text,
     ):
         if not (ROOT / name).exists():
             broken.append(name)
