@@ -16,9 +16,9 @@ from django.db import OperationalError, connection
 from core.db import LOST_CONNECTION
 from inventory.models import StockMovement
 from orders.models import Order
-from orders.services import order_cancel, order_place, paying
+from orders.services import order_cancel, order_place
 from payments.models import Payment
-from payments.services import payment_list_settle
+from payments.services import paying, payment_list_settle
 from tests.conftest import pay, stock_of
 from tests.faults.conftest import assert_books
 
