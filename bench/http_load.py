@@ -69,10 +69,14 @@ def _server_env(**overrides) -> dict:
 
 
 class Server:
-    """gunicorn on a free port, started and stopped around a run (``env``: settings for it)."""
+    """gunicorn on a free port, started and stopped around a run (``env``: settings for it).
 
-    def __init__(self, workers: int, threads: int, **env):
+    It serves the checkout at ``root`` (``bench.ab``: another checkout's app, with this bench code).
+    """
+
+    def __init__(self, workers: int, threads: int, root: Path = ROOT, **env):
         self.workers, self.threads, self.port = workers, threads, _free_port()
+        self.root = root
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = _server_env(**env)
 
@@ -83,7 +87,7 @@ class Server:
                 *(BIN / "gunicorn", "--config", "config/gunicorn.conf.py", "config.wsgi"),
                 *("--bind", f"127.0.0.1:{self.port}", "--workers", str(self.workers), "--threads", str(self.threads)),
             ],
-            cwd=ROOT,
+            cwd=self.root,
             env=self.env,
             stdout=self.log,
             stderr=subprocess.STDOUT,
