@@ -306,7 +306,17 @@ def shop_staff(staff_user):
 
     staff_user.user_permissions.add(
         *Permission.objects.filter(
-            content_type__app_label__in=["shop", "inventory", "orders", "payments", "fulfilment", "shipping", "tax", "vouchers", "accounts"]
+            content_type__app_label__in=[
+                "shop",
+                "inventory",
+                "orders",
+                "payments",
+                "fulfilment",
+                "shipping",
+                "tax",
+                "vouchers",
+                "accounts",
+            ]
         )
     )
     return staff_user
