@@ -32,6 +32,7 @@ from orders.services import order_cancel, order_place, order_quote
 from orders.throttling import OrderThrottle
 from shop.models import SKU_MAX_LENGTH
 from vouchers.errors import VoucherInvalid
+from vouchers.models import VOUCHER_CODE_MAX_LENGTH
 
 
 def order_of(request, number: str):
@@ -67,7 +68,10 @@ class OrderCollectionApi(generics.ListAPIView):
             help_text="The id of a method the quote offers; required when any product is shipped.",
         )
         voucher = StrictCharField(
-            required=False, allow_blank=True, max_length=40, help_text="A voucher code, in any letter case."
+            required=False,
+            allow_blank=True,
+            max_length=VOUCHER_CODE_MAX_LENGTH,
+            help_text="A voucher code, in any letter case.",
         )
 
     def get_queryset(self):

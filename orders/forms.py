@@ -8,7 +8,7 @@ from core.errors import InvalidInput
 from core.money import money_format
 from core.numbers import NumberInvalid, number_whole
 from shipping.addresses import ADDRESS_FIELDS, address_clean, address_optional_fields
-from vouchers.models import voucher_code_normal
+from vouchers.models import VOUCHER_CODE_MAX_LENGTH, voucher_code_normal
 
 
 class AddressForm(forms.Form):
@@ -60,9 +60,9 @@ class CheckoutForm(forms.Form):
     idempotency_key = forms.CharField(widget=forms.HiddenInput, max_length=64)
     billing_same = forms.BooleanField(label="Bill to the shipping address", required=False, initial=True)
     shipping_method = forms.TypedChoiceField(coerce=int, required=False, widget=forms.RadioSelect, empty_value=None)
-    voucher = forms.CharField(label="Voucher code", required=False, max_length=40)
+    voucher = forms.CharField(label="Voucher code", required=False, max_length=VOUCHER_CODE_MAX_LENGTH)
     # The code the totals on the page include: an order is placed only at totals its buyer saw.
-    voucher_shown = forms.CharField(widget=forms.HiddenInput, required=False, max_length=40)
+    voucher_shown = forms.CharField(widget=forms.HiddenInput, required=False, max_length=VOUCHER_CODE_MAX_LENGTH)
 
     def __init__(self, *args, offers=(), **kwargs):
         super().__init__(*args, **kwargs)
@@ -83,7 +83,11 @@ class CheckoutForm(forms.Form):
     def voucher_chosen(self) -> str:
         """The code typed, in capitals ("" for none, or one too long to be a code)."""
         value = self.data.get("voucher", "") if self.is_bound else ""
-        return voucher_code_normal(value) if isinstance(value, str) and len(value.strip()) <= 40 else ""
+        return (
+            voucher_code_normal(value)
+            if isinstance(value, str) and len(value.strip()) <= VOUCHER_CODE_MAX_LENGTH
+            else ""
+        )
 
     def for_page(
         self, *, key: str, email: str = "", method: int | None = None, voucher_shown: str = "", billing_same=True
