@@ -21,7 +21,10 @@ HUNDRED = Decimal(100)
 
 
 class VoucherTerms(NamedTuple):
-    """A voucher as an order sees it, with its uses counted when it was read."""
+    """A voucher as an order sees it, with its uses counted when it was read.
+
+    A field named as a ``Voucher`` field is read from that column (``vouchers.sql.TERMS_FIELDS``), by
+    name: a new term is a field here and on the model, nothing else to line up."""
 
     pk: int
     code: str
