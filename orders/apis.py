@@ -121,8 +121,7 @@ class OrderCollectionApi(generics.ListAPIView):
                 description="insufficient_stock, per SKU; limit_exceeded (sku, limit, held, allowed); "
                 "sale_not_started (sku, starts_at); shipping_unavailable (country: no zone covers it); "
                 "shipping_method_unavailable (country, methods: the ids that do go); voucher_invalid (voucher, "
-                "reason: unknown, not_started, expired, used_up, limit_per_customer, minimum_not_met, "
-                "not_applicable): nothing was placed",
+                f"reason: {', '.join(VoucherInvalid.REASONS)}): nothing was placed",
             ),
             422: OpenApiResponse(ErrorSerializer, description="idempotency_conflict: key reused with another body"),
             429: OpenApiResponse(

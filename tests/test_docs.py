@@ -1,9 +1,12 @@
-"""The docs a newcomer reads stay true: every setting documented, every link and file they name there."""
+"""The docs a newcomer reads stay true: every setting documented, every link and file they name there,
+every reason a voucher is refused."""
 
 import re
 from pathlib import Path
 
 import pytest
+
+from vouchers.errors import VoucherInvalid
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -47,6 +50,14 @@ def test_the_readme_stays_short_and_leaves_the_settings_to_their_page():
     readme = (ROOT / "README.md").read_text()
     assert len(readme.splitlines()) <= 200
     assert "](docs/configuration.md)" in readme
+
+
+def test_the_readme_names_every_voucher_refusal_reason_in_order():
+    """The README's 409 row lists ``voucher_invalid``'s reasons: the one list's, none missing or extra."""
+    readme = (ROOT / "README.md").read_text()
+    [listed] = re.findall(r"`voucher_invalid` \(`voucher`, `reason`: (.+?)\),", readme)
+    # Each item is its reason, then perhaps what it adds: "`minimum_not_met` with the `minimum` and ...".
+    assert [re.match(r"`(\w+)`", item).group(1) for item in listed.split(", ")] == list(VoucherInvalid.REASONS)
 
 
 def github_anchor(heading: str) -> str:

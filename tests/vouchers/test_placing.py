@@ -100,18 +100,23 @@ def test_a_fixed_amount_and_free_shipping(customer_client, goods, shipping_rules
     assert free["shipping_method"]["name"] == "Express"
 
 
-@pytest.mark.parametrize(
-    ("reason", "terms", "code"),
-    [
-        ("unknown", {}, "NOPE"),
-        ("not_started", {"starts_at": "future"}, "DROP20"),
-        ("expired", {"ends_at": "past"}, "DROP20"),
-        ("used_up", {"usage_limit": 1}, "DROP20"),
-        ("limit_per_customer", {"limit_per_customer": 1}, "DROP20"),
-        ("minimum_not_met", {"minimum_subtotal": Decimal("100.00")}, "DROP20"),
-        ("not_applicable", {"products": "other"}, "DROP20"),
-    ],
-)
+# (reason, the voucher's terms, the code given): an order refused for each reason there is.
+REFUSALS = [
+    ("unknown", {}, "NOPE"),
+    ("not_started", {"starts_at": "future"}, "DROP20"),
+    ("expired", {"ends_at": "past"}, "DROP20"),
+    ("used_up", {"usage_limit": 1}, "DROP20"),
+    ("limit_per_customer", {"limit_per_customer": 1}, "DROP20"),
+    ("minimum_not_met", {"minimum_subtotal": Decimal("100.00")}, "DROP20"),
+    ("not_applicable", {"products": "other"}, "DROP20"),
+]
+
+
+def test_each_reason_there_is_has_its_refusal_here():
+    assert [reason for reason, _, _ in REFUSALS] == list(VoucherInvalid.REASONS)
+
+
+@pytest.mark.parametrize(("reason", "terms", "code"), REFUSALS)
 def test_every_reason_a_code_does_not_apply_is_a_409_that_places_nothing(
     customer_client, bob, make_variant, make_voucher, reason, terms, code
 ):
