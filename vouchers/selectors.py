@@ -87,6 +87,12 @@ def vouchers_read(
     )
 
 
+def voucher_use_released(*, order_id: int) -> VoucherUse | None:
+    """The order's released use (an expired order's), its voucher at hand; None if it holds none."""
+    released = VoucherUse.objects.filter(order_id=order_id, state=VoucherUse.State.RELEASED)
+    return released.select_related("voucher").first()
+
+
 class VoucherBooksRow(NamedTuple):
     """A voucher's counters beside its uses ledger: they must agree."""
 

@@ -13,6 +13,7 @@ from core.clock import db_now
 from orders.errors import OrderExpired
 from orders.models import Order
 from orders.services import order_cancel, order_expire, order_place
+from orders.services.voucher_facts import order_voucher_check, order_voucher_read
 from payments.services import order_refund
 from tests.conftest import ADDRESS_DE, assert_books_balance, assert_voucher_books, pay, stock_of
 from tests.orders.test_checkout_page import address_fields
@@ -169,6 +170,21 @@ def test_a_replay_with_another_code_is_a_conflict(customer_client, make_variant,
     assert again.status_code == 201 and again.json()["number"] == first.json()["number"]
     assert other.status_code == 422 and other.json()["code"] == "idempotency_conflict"
     assert VoucherUse.objects.count() == 1
+
+
+def test_the_orders_staged_before_one_in_its_batch_hold_their_uses(make_voucher):
+    """A batch writes its orders at its end: those staged before an order hold their uses already."""
+    make_voucher(code="OTHER")
+    make_voucher(usage_limit=2, limit_per_customer=1)
+    reads = order_voucher_read(codes=["DROP20", "OTHER"], skus=["MUG"], buyers=["ann", "cat"])
+
+    def check(code, buyer, staged=()):
+        return order_voucher_check(reads, code, buyer=buyer, now=db_now(), lines=[(1, Decimal(20))], staged=staged)
+
+    drop20, other = check("DROP20", "ann"), check("OTHER", "ann")
+    assert check("DROP20", "ann", [("ann", other), ("ann", None)]) == drop20  # no use of this voucher
+    assert refusal_reason(lambda: check("DROP20", "ann", [("ann", drop20)])) == "limit_per_customer"
+    assert refusal_reason(lambda: check("DROP20", "cat", [("ann", drop20), ("bob", drop20)])) == "used_up"
 
 
 def test_one_use_per_customer_across_email_spellings(make_variant, make_voucher):
