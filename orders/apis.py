@@ -31,6 +31,7 @@ from orders.throttling import OrderThrottle
 from shipping.serializers import AddressSerializer
 from shop.models import SKU_MAX_LENGTH
 from vouchers.errors import VoucherInvalid
+from vouchers.models import VOUCHER_CODE_MAX_LENGTH
 
 
 def order_of(request, number: str):
@@ -97,7 +98,10 @@ class OrderCollectionApi(generics.ListAPIView):
             help_text="The id of a method the quote offers; required when any product is shipped.",
         )
         voucher = StrictCharField(
-            required=False, allow_blank=True, max_length=40, help_text="A voucher code, in any letter case."
+            required=False,
+            allow_blank=True,
+            max_length=VOUCHER_CODE_MAX_LENGTH,
+            help_text="A voucher code, in any letter case.",
         )
 
     def get_queryset(self):
@@ -147,8 +151,7 @@ class OrderCollectionApi(generics.ListAPIView):
                 description="insufficient_stock, per SKU; limit_exceeded (sku, limit, held, allowed); "
                 "sale_not_started (sku, starts_at); shipping_unavailable (country: no zone covers it); "
                 "shipping_method_unavailable (country, methods: the ids that do go); voucher_invalid (voucher, "
-                "reason: unknown, not_started, expired, used_up, limit_per_customer, minimum_not_met, "
-                "not_applicable): nothing was placed",
+                f"reason: {', '.join(VoucherInvalid.REASONS)}): nothing was placed",
             ),
             422: OpenApiResponse(ErrorSerializer, description="idempotency_conflict: key reused with another body"),
             429: OpenApiResponse(

@@ -1,10 +1,10 @@
-"""The checkout's forms: a postal address (also the account's address book) and the checkout itself."""
+"""The checkout's form (the address form is shipping's: ``shipping.forms``)."""
 
 from django import forms
 
 from core.money import money_format
 from core.numbers import NumberInvalid, number_whole
-from vouchers.models import voucher_code_normal
+from vouchers.models import VOUCHER_CODE_MAX_LENGTH, voucher_code_normal
 
 
 class CheckoutForm(forms.Form):
@@ -13,9 +13,9 @@ class CheckoutForm(forms.Form):
     idempotency_key = forms.CharField(widget=forms.HiddenInput, max_length=64)
     billing_same = forms.BooleanField(label="Bill to the shipping address", required=False, initial=True)
     shipping_method = forms.TypedChoiceField(coerce=int, required=False, widget=forms.RadioSelect, empty_value=None)
-    voucher = forms.CharField(label="Voucher code", required=False, max_length=40)
+    voucher = forms.CharField(label="Voucher code", required=False, max_length=VOUCHER_CODE_MAX_LENGTH)
     # The code the totals on the page include: an order is placed only at totals its buyer saw.
-    voucher_shown = forms.CharField(widget=forms.HiddenInput, required=False, max_length=40)
+    voucher_shown = forms.CharField(widget=forms.HiddenInput, required=False, max_length=VOUCHER_CODE_MAX_LENGTH)
 
     def __init__(self, *args, offers=(), **kwargs):
         super().__init__(*args, **kwargs)
@@ -36,7 +36,11 @@ class CheckoutForm(forms.Form):
     def voucher_chosen(self) -> str:
         """The code typed, in capitals ("" for none, or one too long to be a code)."""
         value = self.data.get("voucher", "") if self.is_bound else ""
-        return voucher_code_normal(value) if isinstance(value, str) and len(value.strip()) <= 40 else ""
+        return (
+            voucher_code_normal(value)
+            if isinstance(value, str) and len(value.strip()) <= VOUCHER_CODE_MAX_LENGTH
+            else ""
+        )
 
     def for_page(
         self, *, key: str, email: str = "", method: int | None = None, voucher_shown: str = "", billing_same=True

@@ -8,6 +8,7 @@ from django.db.models import F, Q
 from core.models import BaseModel
 from orders.units import LineUnits
 from shipping.addresses import address_lines
+from vouchers.models import VOUCHER_CODE_MAX_LENGTH
 
 # No 0/O/1/I: numbers get read out over the phone.
 _NUMBER_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
@@ -73,7 +74,7 @@ class Order(BaseModel):
     tax = models.DecimalField(max_digits=12, decimal_places=2)
     total = models.DecimalField(max_digits=12, decimal_places=2)
     # The voucher code applied (``vouchers``), and what it took off the subtotal (the lines' discounts).
-    voucher_code = models.CharField(max_length=40, blank=True)
+    voucher_code = models.CharField(max_length=VOUCHER_CODE_MAX_LENGTH, blank=True)
     discount = models.DecimalField(max_digits=12, decimal_places=2, default=0)
     # What refunds took back so far (``payments.services.refunds``), claimed before the provider is asked:
     # two refunds never add up to more than was paid (a guarded UPDATE, and a CHECK behind it).

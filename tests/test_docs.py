@@ -1,9 +1,12 @@
-"""The docs a newcomer reads stay true: every setting documented, every link and file they name there."""
+"""The docs a newcomer reads stay true: every setting documented, every link and file they name there,
+every reason a voucher is refused."""
 
 import re
 from pathlib import Path
 
 import pytest
+
+from vouchers.errors import VoucherInvalid
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -27,6 +30,10 @@ READS = [
     r"\$\{?([A-Z][A-Z0-9_]*)",  # shell
 ]
 NOT_SETTINGS = {"PATH", "PWD", "HOME"}
+# The checkout's folders, every app's among them: the pages name files in them.
+TOP_FOLDERS = sorted(
+    path.name for path in ROOT.iterdir() if path.is_dir() and path.name[0] not in "._" and path.name != "var"
+)
 
 
 def test_the_configuration_page_names_every_variable_the_shop_reads():
@@ -43,6 +50,14 @@ def test_the_readme_stays_short_and_leaves_the_settings_to_their_page():
     readme = (ROOT / "README.md").read_text()
     assert len(readme.splitlines()) <= 200
     assert "](docs/configuration.md)" in readme
+
+
+def test_the_readme_names_every_voucher_refusal_reason_in_order():
+    """The README's 409 row lists ``voucher_invalid``'s reasons: the one list's, none missing or extra."""
+    readme = (ROOT / "README.md").read_text()
+    [listed] = re.findall(r"`voucher_invalid` \(`voucher`, `reason`: (.+?)\),", readme)
+    # Each item is its reason, then perhaps what it adds: "`minimum_not_met` with the `minimum` and ...".
+    assert [re.match(r"`(\w+)`", item).group(1) for item in listed.split(", ")] == list(VoucherInvalid.REASONS)
 
 
 def github_anchor(heading: str) -> str:
@@ -66,10 +81,7 @@ def test_every_link_and_file_a_page_names_is_there(page):
         if not linked.exists() or (anchor and anchor not in anchors(linked)):
             broken.append(target)
     # Files named in backticks: `orders/services/placing.py`, `tests/faults/`, `bin/run` (not var/'s own files).
-    for name in re.findall(
-        r"`((?:accounts|bench|bin|config|core|demo|docs|fulfilment|inventory|orders|payments|shipping|shop|tax|templates|tests|vouchers)/[\w./-]*)`",
-        text,
-    ):
+    for name in re.findall(rf"`((?:{'|'.join(TOP_FOLDERS)})/[\w./-]*)`", text):
         if not (ROOT / name).exists():
             broken.append(name)
     assert broken == []

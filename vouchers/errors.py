@@ -15,6 +15,8 @@ class VoucherInvalid(DomainError):
     code = "voucher_invalid"
     status_code = HTTPStatus.CONFLICT
     default_detail = "This voucher cannot be used for this order."
+    # Every reason, in the order they are checked (``unknown``, then ``vouchers.rules.RULES``), and what the
+    # buyer is told: the one list. The API schema is made from it; tests/test_docs.py holds the README to it.
     REASONS = {
         "unknown": "There is no such voucher.",
         "not_started": "This voucher is not valid yet.",

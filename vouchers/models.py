@@ -3,6 +3,10 @@ from django.db.models import F, Q
 
 from core.models import BaseModel
 
+# How long a code may be: the width of Voucher.code and Order.voucher_code, and what every form, API and
+# service accepts (a longer one is no code).
+VOUCHER_CODE_MAX_LENGTH = 40
+
 
 class Voucher(BaseModel):
     """A discount code. Its limited uses are counted like a SKU's stock: ``uses_reserved`` by unpaid orders,
@@ -15,7 +19,7 @@ class Voucher(BaseModel):
         FREE_SHIPPING = "free_shipping", "Free shipping"
 
     # Stored in capitals: buyers type codes in any case.
-    code = models.CharField(max_length=40, unique=True)
+    code = models.CharField(max_length=VOUCHER_CODE_MAX_LENGTH, unique=True)
     description = models.CharField(max_length=200, blank=True)
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.PERCENTAGE)
     value = models.DecimalField(

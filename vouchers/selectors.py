@@ -5,7 +5,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import NamedTuple
 
-from django.db import connection
+from django.db import connection, models
 from django.db.models import Count, Q
 
 from core.db import decimal_from_db, statements_run
@@ -14,7 +14,6 @@ from vouchers.models import Voucher, VoucherUse, voucher_code_normal
 from vouchers.rules import VoucherTerms
 
 HOLDING = (VoucherUse.State.RESERVED, VoucherUse.State.COMMITTED)
-VALUE, MINIMUM = Voucher._meta.get_field("value"), Voucher._meta.get_field("minimum_subtotal")
 
 
 class VoucherReads(NamedTuple):
@@ -43,31 +42,39 @@ def vouchers_read_statements(
     ]
 
 
+def _from_db(field: models.Field, value):
+    """A voucher column read by plain SQL as the ORM hands it over: money exact (``decimal_from_db``), times
+    aware, the rest as its field makes it (a flag's 0 or 1 a bool)."""
+    if value is None:
+        return None
+    if isinstance(field, models.DecimalField):
+        return decimal_from_db(field, value)
+    if isinstance(field, models.DateTimeField):
+        return connection.ops.convert_datetimefield_value(value, None, connection)
+    return field.to_python(value)
+
+
 def vouchers_read_from_rows(vouchers, products, categories, uses, variants) -> VoucherReads:
     """``vouchers_read``'s answer from the rows its statements returned."""
-
-    def when(value):
-        return None if value is None else connection.ops.convert_datetimefield_value(value, None, connection)
-
     product_ids, paths = defaultdict(set), defaultdict(list)
     for voucher_id, product_id in products:
         product_ids[voucher_id].add(product_id)
     for voucher_id, path in categories:
         paths[voucher_id].append(path)
     terms = {}
-    for pk, code, kind, value, minimum, starts, ends, limit, per_customer, reserved, committed in vouchers:
-        eligible = None
+    names = [*sql.TERMS_FIELDS, *sql.USES_COLUMNS]  # the row's columns, as ``sql.TERMS_COLUMNS`` names them
+    for row in vouchers:
+        read = dict(zip(names, row, strict=True))
+        fields = {name: _from_db(field, read[name]) for name, field in sql.TERMS_FIELDS.items()}
+        pk, eligible = fields["pk"], None
         if product_ids[pk] or paths[pk]:
             eligible = frozenset(
                 variant_id
                 for variant_id, product_id, path in variants
                 if product_id in product_ids[pk] or any((path or "").startswith(prefix) for prefix in paths[pk])
             )
-        terms[code] = VoucherTerms(
-            pk, code, kind, decimal_from_db(VALUE, value), decimal_from_db(MINIMUM, minimum), when(starts), when(ends),
-            limit, per_customer, eligible,
-            uses=reserved + committed,
-        )  # fmt: skip
+        held = sum(read[name] for name in sql.USES_COLUMNS)
+        terms[fields["code"]] = VoucherTerms(**fields, eligible_variant_ids=eligible, uses=held)
     return VoucherReads(terms, Counter({(voucher_id, buyer): n for voucher_id, buyer, n in uses}))
 
 
@@ -78,6 +85,12 @@ def vouchers_read(
     return vouchers_read_from_rows(
         *statements_run(connection.alias, vouchers_read_statements(codes=codes, skus=skus, buyers=buyers, lock=lock))
     )
+
+
+def voucher_use_released(*, order_id: int) -> VoucherUse | None:
+    """The order's released use (an expired order's), its voucher at hand; None if it holds none."""
+    released = VoucherUse.objects.filter(order_id=order_id, state=VoucherUse.State.RELEASED)
+    return released.select_related("voucher").first()
 
 
 class VoucherBooksRow(NamedTuple):

@@ -7,17 +7,13 @@ Callers run these inside the transaction that moves the order's stock.
 
 import logging
 from collections import Counter
-from datetime import datetime
 
 from django.db import transaction
 from django.db.models import Count, F
 
 from core.db import insert_returning
 from vouchers import sql as voucher_sql
-from vouchers.errors import VoucherInvalid
 from vouchers.models import Voucher, VoucherUse
-from vouchers.rules import voucher_check
-from vouchers.selectors import vouchers_read
 
 logger = logging.getLogger(__name__)
 
@@ -68,16 +64,9 @@ def _voucher_use_move(order_id: int, from_state: str, to_state: str) -> bool:
     return True
 
 
-def voucher_use_reserve_again(*, order_id: int, buyer: str, skus: list[str], lines, at: datetime) -> None:
-    """Reserve an expired order's released use again, for its late payment: the voucher must still apply
-    at ``at`` (when the charge was taken) with a use free; else ``VoucherInvalid``. No use: nothing."""
-    use = VoucherUse.objects.filter(order_id=order_id, state=State.RELEASED).select_related("voucher").first()
-    if use is None:
-        return
-    read = vouchers_read(codes=[use.voucher.code], skus=skus, buyers=[buyer], lock=True)
-    if (terms := read.terms.get(use.voucher.code)) is None:  # deleted since
-        raise VoucherInvalid(voucher=use.voucher.code, reason="unknown")
-    voucher_check(terms, now=at, uses=terms.uses, buyer_uses=read.buyer_uses[(terms.pk, buyer)], lines=lines)
+def voucher_use_reserve_again(use: VoucherUse) -> None:
+    """Reserve a released use again, for its order's late payment. The caller checked that the voucher
+    still applies, its row locked by that read (``lock``) until the transaction ends."""
     if VoucherUse.objects.filter(pk=use.pk, state=State.RELEASED).update(state=State.RESERVED):
         Voucher.all_objects.filter(pk=use.voucher_id).update(uses_reserved=F("uses_reserved") + 1)
 

@@ -5,12 +5,15 @@ ORM for each batch they cost more CPU than the database spends running them (as 
 of the orders' own statements).
 """
 
+from django.core.exceptions import FieldDoesNotExist
 from django.db import connection
+from django.db.models import Field
 from django.utils import timezone
 
 from core.collation import binary_sql
 from shop.models import Category, Product, ProductVariant
 from vouchers.models import Voucher, VoucherUse
+from vouchers.rules import VoucherTerms
 
 _VOUCHER = Voucher._meta.db_table
 _PRODUCTS = Voucher.products.through._meta.db_table
@@ -18,10 +21,21 @@ _CATEGORIES = Voucher.categories.through._meta.db_table
 _USE = VoucherUse._meta.db_table
 _HOLDING = (VoucherUse.State.RESERVED.value, VoucherUse.State.COMMITTED.value)
 
-TERMS_COLUMNS = (
-    "id, code, kind, value, minimum_subtotal, starts_at, ends_at, usage_limit, limit_per_customer, "
-    "uses_reserved, uses_committed"
-)
+
+def _column_of(name: str) -> Field | None:
+    """The voucher's column a terms field of this name is read from, if it names one."""
+    try:
+        field = Voucher._meta.pk if name == "pk" else Voucher._meta.get_field(name)
+    except FieldDoesNotExist:
+        return None
+    return field if field in Voucher._meta.concrete_fields else None
+
+
+# The terms read straight from the voucher's row, by the name they share with its fields, in the terms'
+# order; then the counters ``uses`` adds up. The rest (``eligible_variant_ids``) is read beside it.
+TERMS_FIELDS = {name: field for name in VoucherTerms._fields if (field := _column_of(name)) is not None}
+USES_COLUMNS = ("uses_reserved", "uses_committed")
+TERMS_COLUMNS = ", ".join([*(field.column for field in TERMS_FIELDS.values()), *USES_COLUMNS])
 
 
 def _in(values) -> str:

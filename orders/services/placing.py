@@ -32,7 +32,7 @@ from orders.services.placing_batch import OrderBatch
 from orders.services.placing_wire import Placed, PlaceRequest, order_row
 from orders.services.quoting import order_addresses_check
 from shop.models import ProductVariant
-from vouchers.models import Voucher, voucher_code_normal
+from vouchers.models import VOUCHER_CODE_MAX_LENGTH, voucher_code_normal
 
 logger = logging.getLogger(__name__)
 
@@ -215,8 +215,8 @@ def _voucher_code_check(voucher) -> str:
     """The code as compared (``voucher_code_normal``), "" for none; ``InvalidInput`` if it is no code."""
     if voucher is None:
         return ""
-    if not isinstance(voucher, str) or len(voucher.strip()) > Voucher._meta.get_field("code").max_length:
-        raise InvalidInput(fields={"voucher": "Give a voucher code of at most 40 characters."})
+    if not isinstance(voucher, str) or len(voucher.strip()) > VOUCHER_CODE_MAX_LENGTH:
+        raise InvalidInput(fields={"voucher": f"Give a voucher code of at most {VOUCHER_CODE_MAX_LENGTH} characters."})
     return voucher_code_normal(voucher)
 
 

@@ -2,7 +2,6 @@
 together (``inventory.batching`` runs the step per order around it, in queue order)."""
 
 import logging
-from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NamedTuple
@@ -23,6 +22,7 @@ from orders.selectors import order_list_overdue_holding, order_units_held
 from orders.services.lifecycle import order_list_expire
 from orders.services.placing_rules import order_place_one
 from orders.services.placing_wire import Placed, PlacedLine, PlacedPrice, PlaceRequest, order_row
+from orders.services.voucher_facts import order_voucher_check, order_voucher_reads_from_rows, order_voucher_statements
 from shipping.selectors import shipping_methods_from_rows
 from shipping.sql import shipping_methods_statement
 from shop.selectors import (
@@ -32,9 +32,7 @@ from shop.selectors import (
 )
 from tax.selectors import tax_rates_from_rows
 from tax.sql import tax_rates_statement
-from vouchers.errors import VoucherInvalid
 from vouchers.rules import VoucherTerms
-from vouchers.selectors import VoucherReads, vouchers_read_from_rows, vouchers_read_statements
 from vouchers.services import voucher_uses_reserve_statements
 
 logger = logging.getLogger(__name__)
@@ -88,16 +86,12 @@ class OrderBatch(Batch):
                 variants_for_sale_statement(skus=skus),
                 tax_rates_statement(countries=_tax_countries(requests)),
                 *([shipping_methods_statement()] if ships else []),
-                *(
-                    vouchers_read_statements(codes=codes, skus=skus, buyers={r.buyer for r in requests}, lock=True)
-                    if codes
-                    else []
-                ),
+                *order_voucher_statements(codes=codes, skus=skus, buyers={r.buyer for r in requests}, lock=True),
             ],
         )
         self.rules = PricingRules(tax_rates_from_rows(rates), shipping_methods_from_rows(rest.pop(0)) if ships else [])
         self._prices: dict[tuple, OrderPrice] = {}
-        self._vouchers = vouchers_read_from_rows(*rest) if codes else VoucherReads({}, Counter())
+        self._vouchers = order_voucher_reads_from_rows(*rest)
         self._placed_before = orders_by_key([pk for (pk,) in keyed])
         self._new_by_key: dict[tuple[str, str], NewOrder] = {}
         self._skus = sorted(
@@ -108,21 +102,13 @@ class OrderBatch(Batch):
         self._held = order_units_held(buyers={r.buyer for r in requests}, variant_ids=limited)
         self.now = db_now()
 
-    def voucher(self, code: str) -> VoucherTerms:
-        """The voucher of this code, or ``VoucherInvalid`` (unknown)."""
-        if (terms := self._vouchers.terms.get(code)) is None:
-            raise VoucherInvalid(voucher=code, reason="unknown")
-        return terms
-
-    def voucher_uses(self, voucher: VoucherTerms, *, buyer: str | None = None) -> int:
-        """Uses of a voucher held before the batch and staged in it; by ``buyer`` only, if given."""
-        before = voucher.uses if buyer is None else self._vouchers.buyer_uses[(voucher.pk, buyer)]
-        staged = sum(
-            1
-            for new in self.staged
-            if new.voucher is not None and new.voucher.pk == voucher.pk and buyer in (None, new.request.buyer)
+    def voucher(self, request: PlaceRequest, *, lines) -> VoucherTerms:
+        """The request's voucher if it applies to its ``lines`` (``order_voucher_check``), the uses of the
+        orders staged before it counted; else ``VoucherInvalid``."""
+        staged = [(new.request.buyer, new.voucher) for new in self.staged]
+        return order_voucher_check(
+            self._vouchers, request.voucher_code, buyer=request.buyer, now=self.now, lines=lines, staged=staged
         )
-        return before + staged
 
     def price(self, lines: tuple, *, to: Destination, voucher=None) -> OrderPrice:
         """``order_price`` at the batch's rates and methods. A hot SKU's batch is many alike orders, so each

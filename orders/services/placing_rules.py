@@ -11,7 +11,6 @@ from orders.services.placing_wire import Placed, PlaceRequest
 from shop.selectors import (
     variants_orderable,
 )
-from vouchers.rules import voucher_check
 
 
 def order_place_one(request: PlaceRequest, batch) -> Placed:
@@ -39,13 +38,8 @@ def order_place_one(request: PlaceRequest, batch) -> Placed:
     batch.stock.take([Demand(variants[line.sku].pk, line.sku, line.quantity) for line in request.lines])
     voucher = None
     if request.voucher_code:  # after the stock: a refusal here gives the units taken to the next buyer
-        voucher = batch.voucher(request.voucher_code)
-        voucher_check(
-            voucher,
-            now=batch.now,
-            uses=batch.voucher_uses(voucher),
-            buyer_uses=batch.voucher_uses(voucher, buyer=request.buyer),
-            lines=[(variants[line.sku].pk, variants[line.sku].price * line.quantity) for line in request.lines],
+        voucher = batch.voucher(
+            request, lines=[(variants[line.sku].pk, variants[line.sku].price * line.quantity) for line in request.lines]
         )
     price = batch.price(
         tuple((variants[line.sku], line.quantity) for line in request.lines),

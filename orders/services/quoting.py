@@ -14,16 +14,15 @@ from core.db import statements_run
 from core.errors import InvalidInput
 from inventory.services import stock_lines_validate
 from orders.pricing import Destination, OrderPrice, PricingRules, order_price, order_ships, order_weight_grams
+from orders.services.voucher_facts import order_voucher_check, order_voucher_read
 from shipping.addresses import address_clean
 from shipping.selectors import shipping_methods_from_rows, shipping_offers_for
 from shipping.sql import ShippingOffer, shipping_methods_statement
 from shop.selectors import OrderableVariant, variant_map_orderable
 from tax.selectors import tax_rates_from_rows
 from tax.sql import tax_rates_statement
-from vouchers.errors import VoucherInvalid
 from vouchers.models import voucher_code_normal
-from vouchers.rules import VoucherTerms, voucher_check
-from vouchers.selectors import vouchers_read
+from vouchers.rules import VoucherTerms
 
 
 @dataclass(frozen=True)
@@ -115,14 +114,11 @@ def order_quote(
 def _voucher_terms(code: str, *, variants, lines, now, buyer: str | None) -> VoucherTerms:
     """The voucher of ``code`` if it applies to these lines now, else ``VoucherInvalid`` with the reason."""
     code = voucher_code_normal(code)
-    read = vouchers_read(codes=[code], skus=list(variants), buyers=[buyer] if buyer else [])
-    if (terms := read.terms.get(code)) is None:
-        raise VoucherInvalid(voucher=code, reason="unknown")
-    voucher_check(
-        terms,
+    read = order_voucher_read(codes=[code], skus=list(variants), buyers=[buyer] if buyer else [])
+    return order_voucher_check(
+        read,
+        code,
+        buyer=buyer,
         now=now,
-        uses=terms.uses,
-        buyer_uses=read.buyer_uses[(terms.pk, buyer)],
         lines=[(variants[line.sku].pk, variants[line.sku].price * line.quantity) for line in lines],
     )
-    return terms

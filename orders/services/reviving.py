@@ -16,9 +16,10 @@ from orders.selectors import order_units_held
 from orders.services.lifecycle import Status, order_transition
 from orders.services.limits import order_lines_check_limits
 from orders.services.quoting import pricing_rules
+from orders.services.voucher_facts import order_voucher_check, order_voucher_read
 from shop.selectors import variant_map_orderable
 from vouchers.errors import VoucherInvalid
-from vouchers.selectors import vouchers_read
+from vouchers.selectors import voucher_use_released, vouchers_read
 from vouchers.services import voucher_use_reserve_again
 
 
@@ -36,20 +37,9 @@ def order_reserve_again(order: Order, *, paid_at=None) -> None:
         variants,
         held=lambda variant_id: held.get((order.buyer, variant_id), 0),
     )
-    if order.voucher_code:
-        lines = order.lines_with_variants()
-        try:
-            voucher_use_reserve_again(
-                order_id=order.pk,
-                buyer=order.buyer,
-                skus=order.skus,
-                lines=[(line.variant_id, line.line_total) for line in lines],
-                at=paid_at or now,
-            )
-        except VoucherInvalid as refusal:
-            raise OrderExpired(
-                f"The voucher can no longer be used ({refusal.detail}); place a new order.", number=order.number
-            ) from refusal
+    if order.voucher_code and (use := voucher_use_released(order_id=order.pk)) is not None:
+        _order_check_voucher_again(order, use.voucher.code, at=paid_at or now)
+        voucher_use_reserve_again(use)
     expires_at = now + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
     if not order_transition(
         order, from_statuses=[Status.EXPIRED, Status.PAYMENT_FAILED], to=Status.AWAITING_PAYMENT, expires_at=expires_at
@@ -59,6 +49,19 @@ def order_reserve_again(order: Order, *, paid_at=None) -> None:
         stock_reserve(order=order, expires_at=expires_at)
     except InsufficientStock as exc:
         raise OrderExpired(number=order.number, shortages=exc.payload["shortages"]) from exc
+
+
+def _order_check_voucher_again(order: Order, code: str, *, at) -> None:
+    """The voucher of an expired order's released use must still apply at ``at`` (when the charge was
+    taken) with a use free, its row locked until the transaction ends; else ``OrderExpired``."""
+    read = order_voucher_read(codes=[code], skus=order.skus, buyers=[order.buyer], lock=True)
+    lines = [(line.variant_id, line.line_total) for line in order.lines_with_variants()]
+    try:
+        order_voucher_check(read, code, buyer=order.buyer, now=at, lines=lines)
+    except VoucherInvalid as refusal:
+        raise OrderExpired(
+            f"The voucher can no longer be used ({refusal.detail}); place a new order.", number=order.number
+        ) from refusal
 
 
 def _order_totals_hold(order: Order, lines) -> bool:

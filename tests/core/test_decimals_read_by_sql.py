@@ -14,6 +14,7 @@ from shipping.models import ShippingMethod
 from shipping.selectors import shipping_methods_from_rows
 from shop.selectors import variants_for_sale_from_rows
 from tax.selectors import tax_rates_from_rows
+from vouchers import sql as voucher_sql
 from vouchers.selectors import vouchers_read_from_rows
 
 
@@ -34,7 +35,9 @@ def test_a_tax_rate_read_from_sqlite_is_the_stored_rate():
 
 
 def test_a_voucher_read_from_sqlite_has_its_stored_value_and_minimum():
-    row = (1, "DROP10", "percent", 10.1, 20.3, None, None, None, None, 0, 0)
+    read = {"pk": 1, "code": "DROP10", "kind": "percent", "value": 10.1, "minimum_subtotal": 20.3}
+    read |= {"uses_reserved": 0, "uses_committed": 0}  # the other columns NULL
+    row = tuple(read.get(name) for name in [*voucher_sql.TERMS_FIELDS, *voucher_sql.USES_COLUMNS])
     terms = vouchers_read_from_rows([row], [], [], [], []).terms["DROP10"]
 
     assert exactly(terms.value, "10.10") and exactly(terms.minimum_subtotal, "20.30")

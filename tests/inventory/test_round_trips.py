@@ -9,6 +9,7 @@ from core.clock import db_now
 from inventory.services import stock_reserve
 from orders.models import Order
 from orders.services import order_place
+from orders.services.voucher_facts import order_voucher_statements
 from shop.models import ProductVariant
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -61,12 +62,14 @@ def test_an_order_with_a_voucher_costs_the_same_round_trips_its_voucher_row_lock
             email="b@example.com", items=[{"sku": "SKU-0", "quantity": 1}], idempotency_key="k", voucher="drop20"
         )
 
-    # As above; the first round trip also reads the voucher (its row FOR UPDATE, so its uses stay as
-    # counted until the commit), the products and categories it is for, the buyers' uses and the
-    # variants' products; the last also inserts the use and adds it to the voucher's counter.
+    # As above; the first round trip also reads what the voucher's check needs (``order_voucher_statements``:
+    # the voucher, its row FOR UPDATE so its uses stay as counted until the commit, the products and
+    # categories it is for, the buyers' uses, the variants' products); the last also inserts the use and
+    # adds it to the voucher's counter.
     assert order.voucher_code == "DROP20" and order.discount > 0
     assert len(queries) == 5, [q["sql"][:60] for q in queries]
-    assert queries[1]["sql"].count("; ") == 2 + 5 and "FOR UPDATE" in queries[1]["sql"]
+    reads = order_voucher_statements(codes=["DROP20"], skus=["SKU-0"], buyers=["email:b@example.com"])
+    assert queries[1]["sql"].count("; ") == 2 + len(reads) and "FOR UPDATE" in queries[1]["sql"]
     assert queries[3]["sql"].count("; ") == 2 + 2
 
 

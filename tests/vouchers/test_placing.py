@@ -13,12 +13,13 @@ from core.clock import db_now
 from orders.errors import OrderExpired
 from orders.models import Order
 from orders.services import order_cancel, order_expire, order_place
+from orders.services.voucher_facts import order_voucher_check, order_voucher_read
 from payments.services import order_refund
 from tests.conftest import ADDRESS_DE, assert_books_balance, assert_voucher_books, pay, stock_of
 from tests.orders.test_checkout_page import address_fields
 from tests.orders.test_pages import add_to_cart, form_key
 from vouchers.errors import VoucherInvalid
-from vouchers.models import Voucher, VoucherUse
+from vouchers.models import VOUCHER_CODE_MAX_LENGTH, Voucher, VoucherUse
 
 pytestmark = pytest.mark.django_db
 
@@ -100,18 +101,23 @@ def test_a_fixed_amount_and_free_shipping(customer_client, goods, shipping_rules
     assert free["shipping_method"]["name"] == "Express"
 
 
-@pytest.mark.parametrize(
-    ("reason", "terms", "code"),
-    [
-        ("unknown", {}, "NOPE"),
-        ("not_started", {"starts_at": "future"}, "DROP20"),
-        ("expired", {"ends_at": "past"}, "DROP20"),
-        ("used_up", {"usage_limit": 1}, "DROP20"),
-        ("limit_per_customer", {"limit_per_customer": 1}, "DROP20"),
-        ("minimum_not_met", {"minimum_subtotal": Decimal("100.00")}, "DROP20"),
-        ("not_applicable", {"products": "other"}, "DROP20"),
-    ],
-)
+# (reason, the voucher's terms, the code given): an order refused for each reason there is.
+REFUSALS = [
+    ("unknown", {}, "NOPE"),
+    ("not_started", {"starts_at": "future"}, "DROP20"),
+    ("expired", {"ends_at": "past"}, "DROP20"),
+    ("used_up", {"usage_limit": 1}, "DROP20"),
+    ("limit_per_customer", {"limit_per_customer": 1}, "DROP20"),
+    ("minimum_not_met", {"minimum_subtotal": Decimal("100.00")}, "DROP20"),
+    ("not_applicable", {"products": "other"}, "DROP20"),
+]
+
+
+def test_each_reason_there_is_has_its_refusal_here():
+    assert [reason for reason, _, _ in REFUSALS] == list(VoucherInvalid.REASONS)
+
+
+@pytest.mark.parametrize(("reason", "terms", "code"), REFUSALS)
 def test_every_reason_a_code_does_not_apply_is_a_409_that_places_nothing(
     customer_client, bob, make_variant, make_voucher, reason, terms, code
 ):
@@ -141,7 +147,7 @@ def test_every_reason_a_code_does_not_apply_is_a_409_that_places_nothing(
     assert_voucher_books(voucher)
 
 
-@pytest.mark.parametrize("voucher", [123, ["DROP20"], "X" * 41])
+@pytest.mark.parametrize("voucher", [123, ["DROP20"], "X" * (VOUCHER_CODE_MAX_LENGTH + 1)])
 def test_a_code_that_is_no_code_is_a_400(customer_client, make_variant, make_voucher, voucher):
     make_variant(sku="MUG", stock=10)
     make_voucher()
@@ -164,6 +170,21 @@ def test_a_replay_with_another_code_is_a_conflict(customer_client, make_variant,
     assert again.status_code == 201 and again.json()["number"] == first.json()["number"]
     assert other.status_code == 422 and other.json()["code"] == "idempotency_conflict"
     assert VoucherUse.objects.count() == 1
+
+
+def test_the_orders_staged_before_one_in_its_batch_hold_their_uses(make_voucher):
+    """A batch writes its orders at its end: those staged before an order hold their uses already."""
+    make_voucher(code="OTHER")
+    make_voucher(usage_limit=2, limit_per_customer=1)
+    reads = order_voucher_read(codes=["DROP20", "OTHER"], skus=["MUG"], buyers=["ann", "cat"])
+
+    def check(code, buyer, staged=()):
+        return order_voucher_check(reads, code, buyer=buyer, now=db_now(), lines=[(1, Decimal(20))], staged=staged)
+
+    drop20, other = check("DROP20", "ann"), check("OTHER", "ann")
+    assert check("DROP20", "ann", [("ann", other), ("ann", None)]) == drop20  # no use of this voucher
+    assert refusal_reason(lambda: check("DROP20", "ann", [("ann", drop20)])) == "limit_per_customer"
+    assert refusal_reason(lambda: check("DROP20", "cat", [("ann", drop20), ("bob", drop20)])) == "used_up"
 
 
 def test_one_use_per_customer_across_email_spellings(make_variant, make_voucher):
