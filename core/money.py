@@ -1,25 +1,30 @@
 """Amounts in the shop's currency: rounded to the places the currency has, and shown formatted for the locale.
 
-Stored amounts have two decimal places at most. A currency without a minor unit (JPY, KRW, ...) or that
-is charged in whole units only (ISK) rounds to whole units; a three-decimal one (KWD, ...) to two places,
-since Stripe takes those only with a last digit of 0. The lists are Stripe's ("Supported currencies").
+Stored amounts have two decimal places at most. How many a currency has is the payment provider's word
+(``currency_places`` of the provider new checkouts use): the shop never computes an amount it could not
+charge. Stripe's (and the local provider's): none for JPY, KRW, ... and for ISK (charged in whole units
+only), two for KWD and the other three-decimal currencies (Stripe takes those only with a last digit of 0).
 """
 
 from decimal import ROUND_HALF_UP, Decimal
+from functools import cache
 
 from babel.numbers import format_currency
 from django.conf import settings
+from django.utils.module_loading import import_string
 from django.utils.translation import get_language, to_locale
 
-ZERO_DECIMAL_CURRENCIES = frozenset("BIF CLP DJF GNF JPY KMF KRW MGA PYG RWF UGX VND VUV XAF XOF XPF".split())
-THREE_DECIMAL_CURRENCIES = frozenset("BHD JOD KWD OMR TND".split())  # the last digit must be 0
-WHOLE_UNITS_ONLY = frozenset({"ISK"})  # two decimals on Stripe's wire, but only whole krónur
+STORED_PLACES = 2  # the amount columns' decimal_places
+
+# The provider's class, named by settings as Django names its backends: core imports no app.
+_provider_class = cache(import_string)
 
 
 def currency_places(currency: str) -> int:
-    """The decimal places the shop keeps for an amount in ``currency``."""
-    currency = currency.upper()
-    return 0 if currency in ZERO_DECIMAL_CURRENCIES or currency in WHOLE_UNITS_ONLY else 2
+    """The decimal places the shop keeps for an amount in ``currency``: those the provider new checkouts use
+    (``PAYMENT_PROVIDER``) charges exactly, at most ``STORED_PLACES``."""
+    provider = _provider_class(settings.PAYMENT_PROVIDERS[settings.PAYMENT_PROVIDER])
+    return min(STORED_PLACES, provider.currency_places(currency.upper()))
 
 
 def money_round(amount: Decimal, currency: str | None = None) -> Decimal:

@@ -1,17 +1,20 @@
 """Payment providers: where a buyer pays, and how the shop hears the outcome.
 
 One module per provider (``stripe``, ``local``), each owning everything about it: starting a checkout,
-refunding, expiring a checkout, verifying its webhooks and reading its events into the shop's own
-``PaymentOutcome``. The rest of the shop never reads a provider's object shapes. ``settings.PAYMENT_PROVIDERS``
-names each provider's class; ``PAYMENT_PROVIDER`` is the one new checkouts use, and a payment is
-always refunded or expired through the provider it was made with (``provider_for(payment.provider)``).
+refunding, expiring a checkout, verifying its webhooks, reading its events into the shop's own
+``PaymentOutcome``, the places of each currency it charges (the shop rounds to them: ``core.money``) and
+what production needs of its settings. The rest of the shop never reads a provider's object shapes.
+``settings.PAYMENT_PROVIDERS`` names each provider's class; ``PAYMENT_PROVIDER`` is the one new checkouts
+use, and a payment is always refunded or expired through the provider it was made with
+(``provider_for(payment.provider)``).
 
 A provider never says at checkout whether a payment succeeded: the shop learns that only from the
 provider's signed webhooks (``/payments/<provider>/webhook/``), which
-``orders.services.payment_event_receive`` stores once and a Celery task applies.
+``payments.services.payment_event_receive`` stores once and a Celery task applies.
 """
 
 import enum
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -19,6 +22,8 @@ from typing import Protocol
 
 from django.conf import settings
 from django.utils.module_loading import import_string
+
+from payments.errors import AmountNotChargeable
 
 
 @dataclass(frozen=True)
@@ -53,13 +58,19 @@ class PaymentOutcome:
 
 
 class PaymentProvider(Protocol):
-    name: str
+    name: str  # its key in PAYMENT_PROVIDERS, its payments' and its webhook path's: 20 characters at most
 
     @staticmethod
     def production_problems(settings) -> list[str]:
         """What is wrong for production with ``settings`` (``django.conf.settings``) when new checkouts use this
         provider, each said to the deployer: under ``config.settings_production`` every process refuses to
         start with any (``payments.apps``)."""
+
+    @staticmethod
+    def currency_places(currency: str) -> int:
+        """The most decimal places of an amount in ``currency`` (ISO code, upper case) that this provider charges
+        exactly. The shop rounds every amount it computes to them while new checkouts use this provider
+        (``core.money.currency_places``, two at most), so it never computes a total it cannot charge."""
 
     def checkout_start(
         self, *, order, attempt: int, amount: Decimal, currency: str, return_url: str, payable_until: datetime
@@ -97,6 +108,27 @@ class EventUnreadable(ValueError):
 
 class UnknownProvider(LookupError):
     """A provider name no entry of ``PAYMENT_PROVIDERS`` has."""
+
+
+def amount_in_minor_units(amount: Decimal, currency: str, *, places: int, exponent: int) -> int:
+    """``amount`` as a whole number of a provider's minor unit of ``currency`` (``10 ** -exponent`` of the major
+    unit), if it has at most ``places`` decimals as the provider charges; ``AmountNotChargeable`` otherwise."""
+    amount = Decimal(amount)
+    if amount != amount.quantize(Decimal(1).scaleb(-places)):
+        raise AmountNotChargeable(amount=str(amount), currency=currency.upper())
+    return int(amount.scaleb(exponent))
+
+
+def webhook_event(payload: bytes) -> dict:
+    """The event a verified webhook's body holds: a JSON object with a string ``id`` and ``type``;
+    ``WebhookRefused`` for anything else."""
+    try:
+        event = json.loads(payload)
+    except ValueError as exc:
+        raise WebhookRefused(str(exc)) from exc
+    if not isinstance(event, dict) or not all(isinstance(event.get(key), str) for key in ("id", "type")):
+        raise WebhookRefused("not an event")
+    return event
 
 
 def payment_metadata(order, attempt: int) -> dict[str, str]:

@@ -19,7 +19,7 @@ from django.urls import reverse
 
 from payments.models import Refund
 from payments.providers import Checkout, PaymentOutcome, payment_metadata
-from payments.providers.stripe import event_outcome, minor_units, webhook_event_verify
+from payments.providers.stripe import currency_places, event_outcome, minor_units, webhook_event_verify
 
 LOCAL_WEBHOOK_SEND = "orders.tasks.local_webhook_send"
 # The buyer's choice on the local checkout page, and the event each sends.
@@ -28,6 +28,7 @@ LOCAL_OUTCOMES = {"pay": "checkout.session.completed", "decline": "checkout.sess
 
 class LocalProvider:
     name = "local"
+    currency_places = staticmethod(currency_places)  # Stripe's: it charges, and refuses, what Stripe would
 
     @staticmethod
     def production_problems(settings) -> list[str]:

@@ -3,7 +3,6 @@
 points the library elsewhere (tests use a fake); ``STRIPE_WEBHOOK_SECRET`` verifies the webhooks."""
 
 import hmac
-import json
 import logging
 import math
 import time
@@ -14,9 +13,16 @@ import stripe
 from django.conf import settings
 from django.utils import timezone
 
-from core.money import THREE_DECIMAL_CURRENCIES, WHOLE_UNITS_ONLY, ZERO_DECIMAL_CURRENCIES
-from payments.errors import AmountNotChargeable
-from payments.providers import Checkout, EventUnreadable, Outcome, PaymentOutcome, WebhookRefused, payment_metadata
+from payments.providers import (
+    Checkout,
+    EventUnreadable,
+    Outcome,
+    PaymentOutcome,
+    WebhookRefused,
+    amount_in_minor_units,
+    payment_metadata,
+    webhook_event,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -35,24 +41,28 @@ EVENT_OUTCOMES = {
 }
 
 
+# Stripe's "Supported currencies": those without a minor unit, those with three decimals (charged only with a
+# last digit of 0), and ISK, two decimals on Stripe's wire but charged in whole krónur only.
+ZERO_DECIMAL_CURRENCIES = frozenset("BIF CLP DJF GNF JPY KMF KRW MGA PYG RWF UGX VND VUV XAF XOF XPF".split())
+THREE_DECIMAL_CURRENCIES = frozenset("BHD JOD KWD OMR TND".split())
+WHOLE_UNITS_ONLY = frozenset({"ISK"})
+
+
 def _exponent(currency: str) -> int:
     """Digits of Stripe's minor unit of ``currency`` (amounts go to Stripe in it)."""
     currency = currency.upper()
     return 0 if currency in ZERO_DECIMAL_CURRENCIES else 3 if currency in THREE_DECIMAL_CURRENCIES else 2
 
 
+def currency_places(currency: str) -> int:
+    """The decimal places of an amount in ``currency`` that Stripe charges exactly."""
+    currency = currency.upper()
+    return 0 if currency in ZERO_DECIMAL_CURRENCIES or currency in WHOLE_UNITS_ONLY else 2
+
+
 def minor_units(amount: Decimal, currency: str) -> int:
-    """``amount`` in Stripe's minor unit of ``currency``; ``AmountNotChargeable`` if it is not exact."""
-    amount = Decimal(amount)
-    scaled = amount.scaleb(_exponent(currency))
-    exact = scaled == scaled.to_integral_value()
-    if currency.upper() in THREE_DECIMAL_CURRENCIES:
-        exact = exact and int(scaled) % 10 == 0
-    if currency.upper() in WHOLE_UNITS_ONLY:
-        exact = exact and amount == amount.to_integral_value()
-    if not exact:
-        raise AmountNotChargeable(amount=str(amount), currency=currency.upper())
-    return int(scaled)
+    """``amount`` in Stripe's minor unit of ``currency``; ``AmountNotChargeable`` if Stripe cannot charge it exactly."""
+    return amount_in_minor_units(amount, currency, places=currency_places(currency), exponent=_exponent(currency))
 
 
 def major_units(minor: int, currency: str) -> Decimal:
@@ -86,12 +96,9 @@ def webhook_event_verify(payload: bytes, signature: str, *, secret: str | None =
     ``WebhookRefused`` otherwise."""
     try:
         stripe.Webhook.construct_event(payload, signature, secret or settings.STRIPE_WEBHOOK_SECRET)
-        event = json.loads(payload)
     except (stripe.SignatureVerificationError, ValueError) as exc:
         raise WebhookRefused(str(exc)) from exc
-    if not isinstance(event, dict) or not isinstance(event.get("id"), str) or not isinstance(event.get("type"), str):
-        raise WebhookRefused("not an event")
-    return event
+    return webhook_event(payload)
 
 
 def event_outcome(event: dict) -> PaymentOutcome | None:
@@ -128,6 +135,7 @@ def event_outcome(event: dict) -> PaymentOutcome | None:
 
 class StripeProvider:
     name = "stripe"
+    currency_places = staticmethod(currency_places)
 
     @staticmethod
     def production_problems(settings) -> list[str]:
