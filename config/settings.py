@@ -295,9 +295,10 @@ GUEST_MAX_OPEN_ORDERS_PER_CLIENT = env.int("GUEST_MAX_OPEN_ORDERS_PER_CLIENT", d
 
 # --- Payments (payments.providers) ---------------------------------------------------------------
 # Each provider's class, by the name its payments and its webhook endpoint (/payments/<name>/webhook/)
-# carry. PAYMENT_PROVIDER is the one new checkouts use: "stripe" (Stripe Checkout) or "local", a pay /
-# decline page in the shop that sends Stripe's webhooks itself, for development, tests and demos
-# (production refuses it). A payment is refunded through the provider it was made with.
+# carry; docs/configuration.md's "Payment providers" says what each is. PAYMENT_PROVIDER is the one new
+# checkouts use ("local", a pay / decline page in the shop, for development, tests and demos: production
+# refuses it). A payment is refunded through the provider it was made with. Each provider's own settings
+# are one block below, after the currency and tax.
 PAYMENT_PROVIDERS = {
     "stripe": "payments.providers.stripe.StripeProvider",
     "local": "payments.providers.local.LocalProvider",
@@ -317,13 +318,13 @@ SHIPPING_TAXED = env.bool("SHIPPING_TAXED", default=True)
 SHOP_COUNTRY = env("SHOP_COUNTRY", default="DE").upper()
 if not re.fullmatch(r"[A-Z]{2}", SHOP_COUNTRY):
     raise environ.ImproperlyConfigured("SHOP_COUNTRY must be an ISO 3166 code such as DE, US or JP")
+# Stripe (payments.providers.stripe): its secret API key, and the webhook endpoint's secret, from which
+# the local provider derives its own; that secret's default is for development only (production refuses it).
 STRIPE_SECRET_KEY = env("STRIPE_SECRET_KEY", default="")
-# Signs the webhooks: Stripe's endpoint secret; the local provider signs with it too. The default is
-# for development only (production refuses it).
 LOCAL_STRIPE_WEBHOOK_SECRET = "whsec_local_development_only"
 STRIPE_WEBHOOK_SECRET = env("STRIPE_WEBHOOK_SECRET", default="") or LOCAL_STRIPE_WEBHOOK_SECRET
 STRIPE_API_BASE = env("STRIPE_API_BASE", default="https://api.stripe.com")
-# Where the local provider sends its webhooks: this shop's webhook endpoint.
+# The local provider (payments.providers.local): where it sends its webhooks, this shop's endpoint.
 LOCAL_PAYMENTS_WEBHOOK_URL = env(
     "LOCAL_PAYMENTS_WEBHOOK_URL", default=f"http://127.0.0.1:{env.int('PORT', default=8000)}/payments/local/webhook/"
 )

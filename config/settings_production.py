@@ -30,7 +30,8 @@ PAYMENT_PROVIDERS = {name: path for name, path in PAYMENT_PROVIDERS.items() if n
 if PAYMENT_PROVIDER == "local":
     raise ImproperlyConfigured(
         "PAYMENT_PROVIDER is local, which config.settings_production refuses: its page lets anyone pay "
-        "or decline without taking any money. Set PAYMENT_PROVIDER=stripe and STRIPE_SECRET_KEY."
+        f"or decline without taking any money. Set PAYMENT_PROVIDER to {' or '.join(PAYMENT_PROVIDERS)}, "
+        "with that provider's keys (docs/configuration.md)."
     )
 # What the provider new checkouts use needs of its own settings, it checks itself when the apps load
 # (``production_problems``: payments.apps), so a second provider brings its own checks.

@@ -16,7 +16,7 @@ from payments.services import payment_event_receive
 logger = logging.getLogger(__name__)
 
 
-@csrf_exempt  # providers sign their requests instead (Stripe-Signature); they have no session or CSRF token
+@csrf_exempt  # providers sign their requests instead (each checks its own header); no session, no CSRF token
 @require_POST
 def provider_webhook(request, provider: str):
     """Verify the signature with the provider it names, store the event once and answer: a task processes

@@ -1,10 +1,11 @@
 """The docs a newcomer reads stay true: every setting documented, every link and file they name there,
-every reason a voucher is refused."""
+every reason a voucher is refused, every payment provider."""
 
 import re
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 
 from vouchers.errors import VoucherInvalid
 
@@ -44,6 +45,16 @@ def test_the_configuration_page_names_every_variable_the_shop_reads():
             read |= set(re.findall(pattern, text))
     documented = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", (ROOT / "docs" / "configuration.md").read_text()))
     assert read - NOT_SETTINGS - documented == set()
+
+
+def test_the_providers_table_has_a_row_for_each_payment_provider_naming_its_module():
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    table = page.split("### Payment providers", 1)[1].split("\n#", 1)[0]
+    rows = dict(re.findall(r"^\| `(\w+)`[^|]*\| `([\w/]+\.py)` \|", table, flags=re.MULTILINE))
+    modules = {
+        name: path.rpartition(".")[0].replace(".", "/") + ".py" for name, path in settings.PAYMENT_PROVIDERS.items()
+    }
+    assert rows == modules
 
 
 def test_the_readme_stays_short_and_leaves_the_settings_to_their_page():
