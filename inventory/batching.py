@@ -14,7 +14,7 @@ import logging
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Iterable
-from typing import ClassVar, NamedTuple
+from typing import ClassVar
 
 from django.conf import settings
 from django.db import transaction
@@ -24,17 +24,10 @@ from core.metrics import BATCH_SIZE, GUARD_REFUSALS
 from inventory import locks, sql
 from inventory.errors import DomainError, InsufficientStock, LockTimeout
 from inventory.locks import wire
+from inventory.rules import Demand, reservation_check
 from inventory.section import stock_section
 
 logger = logging.getLogger(__name__)
-
-
-class Demand(NamedTuple):
-    """Units a request asks of one SKU."""
-
-    variant_id: int
-    sku: str
-    quantity: int
 
 
 class StockPlan:
@@ -56,18 +49,11 @@ class StockPlan:
             self.sold_out.update({want.sku: variant_id for want in self._taken if want.variant_id == variant_id})
 
     def take(self, demands: list[Demand]) -> None:
-        """Take every demand, or none: ``InsufficientStock`` lists each one the stock does not cover."""
-        if not self.assumed:
-            short = [
-                {"sku": want.sku, "requested": want.quantity, "available": max(self._left[want.variant_id], 0)}
-                for want in demands
-                if self._left[want.variant_id] < want.quantity
-            ]
-            if short:
-                self.sold_out.update(
-                    {want.sku: want.variant_id for want in demands if self._left[want.variant_id] <= 0}
-                )
-                raise InsufficientStock(shortages=short)
+        """Take every demand of one request, or none: the rules of one reservation (``inventory.rules``)
+        refuse it with their ``DomainError``, ``InsufficientStock`` listing each SKU the stock does not cover."""
+        if not self.assumed:  # counts read under the lock: a SKU with none left is sold out, whichever rule refuses
+            self.sold_out.update({want.sku: want.variant_id for want in demands if self._left[want.variant_id] <= 0})
+        reservation_check(demands, left=None if self.assumed else self._left)
         for want in demands:
             self._left[want.variant_id] -= want.quantity
         self._taken.extend(demands)
