@@ -23,7 +23,7 @@ def json_lines():
     handler = logging.StreamHandler(stream)
     handler.setFormatter(JsonFormatter(**options))
     handler.addFilter(LogContextFilter())
-    loggers = [logging.getLogger(name) for name in ("orders", "inventory")]
+    loggers = [logging.getLogger(name) for name in ("orders", "payments", "inventory")]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
         logger.addHandler(handler)
