@@ -120,6 +120,16 @@ class Order(BaseModel):
         return self.number
 
     @property
+    def is_paid(self) -> bool:
+        """Its payment was applied (``PAID_STATUSES``): staff may refund it."""
+        return self.status in PAID_STATUSES
+
+    @property
+    def is_shippable(self) -> bool:
+        """Staff may ship its units now (``SHIPPABLE_STATUSES``)."""
+        return self.status in SHIPPABLE_STATUSES
+
+    @property
     def billing_address_or_shipping(self) -> dict | None:
         return self.billing_address or self.shipping_address
 
@@ -158,8 +168,10 @@ class Order(BaseModel):
         return list(self.lines.select_related("variant").order_by("variant_id"))
 
 
-# An order whose payment was applied: paid, and then shipped in part or in full (``fulfilment.services.shipments``).
+# An order whose payment was applied: paid, and then shipped in part or in full (``fulfilment.services.shipments``);
+# only these are refunded. Of them, those with units left that staff may ship now.
 PAID_STATUSES = (Order.Status.PAID, Order.Status.PARTIALLY_SHIPPED, Order.Status.SHIPPED)
+SHIPPABLE_STATUSES = (Order.Status.PAID, Order.Status.PARTIALLY_SHIPPED)
 
 
 class OrderLine(BaseModel):

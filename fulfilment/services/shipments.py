@@ -18,14 +18,13 @@ from django.db.models.lookups import LessThanOrEqual
 from core.errors import InvalidInput
 from fulfilment.errors import OrderNotShippable, ShipmentExceedsOrder
 from fulfilment.models import Shipment, ShipmentLine
-from orders.models import Order, OrderLine
+from orders.models import SHIPPABLE_STATUSES, Order, OrderLine
 from orders.services.lifecycle import order_transition, order_units_shippable
 from orders.services.lines import line_quantities_checked
 
 logger = logging.getLogger(__name__)
 
 Status = Order.Status
-SHIPPABLE = (Status.PAID, Status.PARTIALLY_SHIPPED)
 
 
 @dataclass(frozen=True)
@@ -47,7 +46,7 @@ def order_ship(*, order: Order, tracking: Tracking, quantities: dict[str, int] |
         raise InvalidInput(fields={"carrier": "Name the carrier."})
     with transaction.atomic():
         order = Order.all_objects.select_for_update().get(pk=order.pk)
-        if order.is_deleted or order.status not in SHIPPABLE:
+        if order.is_deleted or order.status not in SHIPPABLE_STATUSES:
             raise OrderNotShippable(number=order.number, status=order.status)
         lines = {line.variant.sku: line for line in order.lines.select_related("variant").order_by("pk")}
         wanted = _quantities_checked(lines, quantities)
@@ -76,7 +75,7 @@ def order_ship(*, order: Order, tracking: Tracking, quantities: dict[str, int] |
         )
         status = Status.PARTIALLY_SHIPPED if order_units_shippable(order) else Status.SHIPPED
         if order.status != status:
-            order_transition(order, from_statuses=SHIPPABLE, to=status)
+            order_transition(order, from_statuses=SHIPPABLE_STATUSES, to=status)
     logger.info(
         "order %s: shipment %s of %s by %s (%s); %s",
         order, shipment.pk, wanted, shipment.carrier, shipment.tracking_number or "no tracking", order.status,

@@ -13,7 +13,7 @@ from fulfilment.models import Shipment
 from fulfilment.services import Tracking, order_ship
 from orders.errors import OrderNotCancellable
 from orders.links import order_link
-from orders.models import Order, OrderLine
+from orders.models import PAID_STATUSES, SHIPPABLE_STATUSES, Order, OrderLine
 from orders.selectors import order_units_held
 from orders.services import order_cancel, order_place
 from payments.services import order_refund
@@ -198,3 +198,14 @@ def test_the_order_page_shows_the_shipments_and_the_admin_ships(paid, staff_admi
     link = urlsplit(order_link(order))  # the buyer's email link: the order, read-only, in any browser
     text = client.get(f"{link.path}?{link.query}").content.decode()
     assert "Partially shipped" in text and DHL.number in text and "3 x Logo mug" in text
+
+
+def test_the_admin_offers_ship_and_refund_for_the_statuses_the_services_take(paid, staff_admin):
+    """The buttons read the status lists the services refuse by (``SHIPPABLE_STATUSES``, ``PAID_STATUSES``)."""
+    order = paid["order"]
+    offered = {}
+    for status in Order.Status:
+        Order.objects.filter(pk=order.pk).update(status=status)
+        page = staff_admin.get(f"/admin/orders/order/{order.pk}/change/").content.decode()
+        offered[status] = ('data-testid="ship"' in page, 'data-testid="refund"' in page)
+    assert offered == {status: (status in SHIPPABLE_STATUSES, status in PAID_STATUSES) for status in Order.Status}
