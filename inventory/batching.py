@@ -308,7 +308,7 @@ def _serve(lock, *, sku: str, batch_type: type[Batch], request):
         if unread:
             logger.warning(
                 "handed back %d %s request(s) queued on %s that wire version %d cannot read, for their buyers to "
-                "run alone (a host on other code that kept the version, or a value planted in Redis): %s",
+                "run alone (a host on other code, or a value planted in Redis): %s",
                 len(unread),
                 kind,
                 sku,

@@ -106,7 +106,7 @@ class OrderAdmin(GrowingTableAdminMixin, SoftDeleteAdmin):
     search_fields = ["number", "email", "customer__username", "customer__email"]
     ordering = ["-created_at", "-id"]
     fieldsets = [
-        (None, {"fields": ["number", "status", "customer_shown", "email", "total_shown"]}),
+        (None, {"fields": ["number", "status", "customer_shown", "email", "total_shown", *Order.BUYER_FIELDS]}),
         (
             "Totals as placed",
             {

@@ -20,10 +20,12 @@ from orders.serializers import (
     BUSY,
     IDEMPOTENCY_KEY,
     NOT_FOUND,
+    BuyerFieldsInputSerializer,
     OrderLineOutputSerializer,
     OrderOutputSerializer,
     OrderRefusedSerializer,
     ShippingMethodOutputSerializer,
+    buyer_fields_given,
     money_field,
 )
 from orders.services import order_cancel, order_place, order_quote
@@ -77,7 +79,7 @@ class OrderCollectionApi(generics.ListAPIView):
 
     serializer_class = OrderOutputSerializer
 
-    class OrderCreateInputSerializer(serializers.Serializer):
+    class OrderCreateInputSerializer(BuyerFieldsInputSerializer):
         class OrderLineInputSerializer(serializers.Serializer):
             sku = serializers.CharField(max_length=SKU_MAX_LENGTH)
             quantity = StrictIntegerField(min_value=1, max_value=settings.MAX_LINE_QUANTITY)
@@ -175,6 +177,7 @@ class OrderCollectionApi(generics.ListAPIView):
                 billing_address=data.get("billing_address"),
                 shipping_method=data.get("shipping_method"),
                 voucher=data.get("voucher", ""),
+                given=buyer_fields_given(data),
             )
         prefetch_related_objects([order], "lines__variant")  # the lines and the total read them once
         return Response(OrderOutputSerializer(order).data, status=status.HTTP_201_CREATED)

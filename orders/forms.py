@@ -4,6 +4,7 @@ from django import forms
 
 from core.money import money_format
 from core.numbers import NumberInvalid, number_whole
+from orders.models import Order
 from vouchers.models import VOUCHER_CODE_MAX_LENGTH, voucher_code_normal
 
 
@@ -19,12 +20,18 @@ class CheckoutForm(forms.Form):
 
     def __init__(self, *args, offers=(), **kwargs):
         super().__init__(*args, **kwargs)
+        for name in Order.BUYER_FIELDS:  # as their columns make them: label, help, length, optional
+            self.fields[name] = Order._meta.get_field(name).formfield()
         self.offers = offers
         self.fields["shipping_method"].choices = [
             (offer.id, f"{offer.name}: {money_format(offer.price)}") for offer in offers
         ]
         self.fields["shipping_method"].widget.attrs["data-refresh-on-change"] = ""
         self.fields["billing_same"].widget.attrs["data-refresh-on-change"] = ""
+
+    def given(self) -> dict[str, str]:
+        """The buyer fields (``Order.BUYER_FIELDS``) as typed, for ``order_place``; of a valid form."""
+        return {name: self.cleaned_data[name] for name in Order.BUYER_FIELDS}
 
     def method_chosen(self) -> int | None:
         value = self.data.get("shipping_method") if self.is_bound else None

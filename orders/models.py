@@ -31,6 +31,12 @@ class Order(BaseModel):
         PAYMENT_FAILED = "payment_failed", "Payment failed"
         REFUNDED = "refunded", "Refunded"
 
+    # The text a buyer gives with an order beyond its lines, addresses, method and voucher (which have
+    # checks of their own): each names a CharField below with a ``max_length`` and ``blank=True``. The
+    # checkout form, the API's input and output, ``order_place`` (checked, queued as ``PlaceRequest.given``,
+    # written by ``order_row``, in the idempotency fingerprint) and the admin read their fields from here.
+    BUYER_FIELDS: tuple[str, ...] = ()
+
     number = models.CharField(max_length=16, unique=True, default=new_order_number, editable=False)
     customer = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="orders"

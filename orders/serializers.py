@@ -5,9 +5,10 @@ from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
-from core.api import ErrorSerializer, FieldsBoundOnce, StrictIntegerField
+from core.api import ErrorSerializer, FieldsBoundOnce, StrictCharField, StrictIntegerField
 from core.errors import InvalidInput
 from inventory.apis import InsufficientStockErrorSerializer
+from orders.models import Order
 from shipping.serializers import AddressSerializer
 from shop.models import SKU_MAX_LENGTH
 from vouchers.errors import VoucherInvalid
@@ -114,6 +115,38 @@ class OrderOutputSerializer(FieldsBoundOnce):
     amount_refunded = money_field(help_text="What refunds gave back so far, of total.")
     refunds = RefundOutputSerializer(many=True, source="refunds_shown", help_text="Oldest first.")
     returns = ReturnOutputSerializer(many=True, source="returns.all", help_text="Oldest first.")
+
+    def get_fields(self):
+        """The declared fields, then each buyer field (``Order.BUYER_FIELDS``) as given: empty for none."""
+        return super().get_fields() | {
+            name: serializers.CharField(help_text=buyer_field_help(name)) for name in Order.BUYER_FIELDS
+        }
+
+
+class BuyerFieldsInputSerializer(serializers.Serializer):
+    """An order's input with the buyer fields (``Order.BUYER_FIELDS``): each optional text, no longer than
+    its column."""
+
+    def get_fields(self):
+        return super().get_fields() | {
+            name: StrictCharField(
+                required=False,
+                allow_blank=True,
+                max_length=Order._meta.get_field(name).max_length,
+                help_text=buyer_field_help(name),
+            )
+            for name in Order.BUYER_FIELDS
+        }
+
+
+def buyer_fields_given(data: dict) -> dict[str, str]:
+    """The buyer fields of an input's ``validated_data``, for ``order_place(given=...)``."""
+    return {name: data[name] for name in Order.BUYER_FIELDS if name in data}
+
+
+def buyer_field_help(name: str) -> str | None:
+    """What the API's schema says of a buyer field: its column's ``help_text``."""
+    return str(Order._meta.get_field(name).help_text) or None
 
 
 class OrderRefusedSerializer(InsufficientStockErrorSerializer):

@@ -117,6 +117,7 @@ def checkout(request):
                     billing_address=billing_form.cleaned_data if billing_form else None,
                     shipping_method=form.cleaned_data["shipping_method"] if ships else None,
                     voucher=chosen.voucher_chosen(),
+                    given=form.given(),
                 )
         except IdempotencyConflict as exc:
             # An earlier submit of this page placed an order (its outcome was unknown then) and the cart

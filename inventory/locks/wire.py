@@ -39,7 +39,10 @@ version: its buyer keeps its place in the queue and, handed the lock, serves tho
 requests of code from before versions start with their bare ``<kind>``: neither takes the other's.
 An answer goes only to a request the holder took, so code of the same version reads it. The request
 types forbid unknown fields as well: a request whose tag matched but that the holder cannot read
-whole (a bump forgotten) is answered ``RunAlone``, never served half.
+whole (a bump forgotten) is answered ``RunAlone``, never served half. A request type may also refuse
+values its code does not know as it is decoded, and such a request is handed back the same way: the
+buyer fields of ``orders.services.placing_wire.PlaceRequest`` travel by name, so adding one needs no
+bump, and a holder on older code leaves an order that gives it to its buyer.
 """
 
 from enum import IntEnum
@@ -118,7 +121,7 @@ class LockState(IntEnum):
 
 # --- Requests and answers --------------------------------------------------------------------------
 
-WIRE_VERSION = 1  # the shape of the requests and answers: bump it with any change to them
+WIRE_VERSION = 2  # the shape of the requests and answers: bump it with any change to them
 
 
 def request_tag(kind: str) -> bytes:

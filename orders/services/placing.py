@@ -45,8 +45,8 @@ def _fingerprint(
     lines, *, shipping_address=None, billing_address=None, shipping_method_id=None, voucher_code="", **later
 ) -> str:
     """The request's hash: its lines and, when given, where it ships, how, whom it bills, its voucher, and
-    the fields a buyer gives that were added since (``later``, by name, those given only): a request
-    without them hashes as it always did, so the orders placed before a new field still replay."""
+    the buyer fields (``later``: ``Order.BUYER_FIELDS`` by name, those given only): a request without
+    them hashes as it always did, so the orders placed before a new buyer field still replay."""
     request = sorted((line.sku, line.quantity) for line in lines)
     if shipping_address or billing_address or shipping_method_id is not None:
         request = [request, shipping_address, billing_address, shipping_method_id]
@@ -103,6 +103,7 @@ def order_place(
     billing_address: dict | None = None,
     shipping_method: int | None = None,
     voucher: str = "",
+    given: dict | None = None,
 ) -> Order:
     """Create an order and reserve its stock, all or nothing. A replay of the same key returns the same order.
 
@@ -110,7 +111,7 @@ def order_place(
     there (``orders.pricing``); the ``billing_address`` is the shipping address unless given. The
     order stores copies of both and its figures as priced now. A ``voucher`` code takes its discount off,
     and one of its uses is reserved with the stock; a code that does not apply refuses the order
-    (``VoucherInvalid``, with its reason).
+    (``VoucherInvalid``, with its reason). ``given``: the buyer fields (``Order.BUYER_FIELDS``) by name.
 
     Orders for one SKU queue with its lock and are placed in batches, one commit per batch
     (``inventory.batching``): that is what keeps a flash sale on one SKU fast. The rules of one
@@ -122,6 +123,7 @@ def order_place(
         raise InvalidInput(fields={"idempotency_key": "Give a key of 1 to 64 characters."})
     who = buyer_identify(customer=customer, email=email)
     voucher_code = _voucher_code_check(voucher)
+    given = _given_check(given or {})
     shipping_address, billing_address, shipping_method = order_addresses_check(
         shipping_address, billing_address, shipping_method
     )
@@ -139,12 +141,14 @@ def order_place(
             billing_address=billing_address,
             shipping_method_id=shipping_method,
             voucher_code=voucher_code,
+            **given,
         ),
         lines=tuple(lines),
         shipping_address=shipping_address,
         billing_address=billing_address,
         shipping_method_id=shipping_method,
         voucher_code=voucher_code,
+        given=given,
     )
     if customer is None:
         _guest_check_open_orders(request, guest_orders=guest_orders)
@@ -218,6 +222,21 @@ def _voucher_code_check(voucher) -> str:
     if not isinstance(voucher, str) or len(voucher.strip()) > VOUCHER_CODE_MAX_LENGTH:
         raise InvalidInput(fields={"voucher": f"Give a voucher code of at most {VOUCHER_CODE_MAX_LENGTH} characters."})
     return voucher_code_normal(voucher)
+
+
+def _given_check(given: dict) -> dict[str, str]:
+    """The buyer fields given, stripped, those left empty dropped; ``InvalidInput`` for a name that is not a
+    buyer field (``Order.BUYER_FIELDS``), or a value that is no text or is longer than its column."""
+    checked = {}
+    for name, value in given.items():
+        if name not in Order.BUYER_FIELDS:
+            raise InvalidInput(fields={name: "No such field."})
+        max_length = Order._meta.get_field(name).max_length
+        if not isinstance(value, str) or len(value.strip()) > max_length:
+            raise InvalidInput(fields={name: f"Give a text of at most {max_length} characters."})
+        if value.strip():
+            checked[name] = value.strip()
+    return checked
 
 
 def _guest_check_open_orders(request: PlaceRequest, *, guest_orders) -> None:

@@ -11,6 +11,7 @@ import msgspec
 from inventory.services import (
     StockLine,
 )
+from orders.models import Order
 
 
 class PlaceRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -30,6 +31,15 @@ class PlaceRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     billing_address: dict[str, str] | None = None
     shipping_method_id: int | None = None
     voucher_code: str = ""  # in capitals (``voucher_code_normal``); "" for none
+    # The buyer fields given (``Order.BUYER_FIELDS``), checked, by name; one left empty is not sent.
+    given: dict[str, str] = {}
+
+    def __post_init__(self):
+        """A request naming a buyer field this code does not know, from a host on newer code, is refused as
+        it is decoded (``Malformed``): its holder hands it back to its buyer rather than place the order
+        without it. So a new buyer field needs no ``WIRE_VERSION`` bump."""
+        if self.given and (unknown := sorted(set(self.given) - set(Order.BUYER_FIELDS))):
+            raise ValueError(f"names buyer fields this code does not know: {', '.join(unknown)}")
 
 
 class PlacedLine(msgspec.Struct, array_like=True):
@@ -95,4 +105,5 @@ def order_row(request: PlaceRequest, *, number: str, expires_at: datetime) -> di
         "request_fingerprint": request.fingerprint,
         "shipping_address": request.shipping_address,
         "billing_address": request.billing_address,
+        **request.given,
     }

@@ -20,7 +20,7 @@ PLACE = (
     b'{"customer_id":null,"email":"b@example.com","scope":"email:b@example.com","buyer":"email:b@example.com",'
     b'"client_address":"10.0.0.1","idempotency_key":"k","key_hash":"h","fingerprint":"f",'
     b'"lines":[{"sku":"HOT","quantity":2}],"shipping_address":null,"billing_address":null,'
-    b'"shipping_method_id":null,"voucher_code":"DROP20"}'
+    b'"shipping_method_id":null,"voucher_code":"DROP20","given":{}}'
 )
 RESERVE_REQUEST = _ReserveRequest(datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC), (ReservationLine("HOT", 11, 7, 2),))
 PLACE_REQUEST = PlaceRequest(
@@ -54,6 +54,7 @@ def test_a_request_of_this_version_as_its_buyers_write_it_still_decodes(body, re
         pytest.param(RESERVE.replace(b"2]]]", b"2,true]]]"), _ReserveRequest, id="reserve-line-one-more-item"),
         pytest.param(PLACE.replace(b"}", b',"gift":true}'), PlaceRequest, id="place-one-more-field"),
         pytest.param(PLACE.replace(b'"quantity":2', b'"quantity":2,"gift":true'), PlaceRequest, id="line-one-more"),
+        pytest.param(PLACE.replace(b'"given":{}', b'"given":{"gift":"x"}'), PlaceRequest, id="place-unknown-given"),
     ],
 )
 def test_a_request_with_more_than_the_holder_knows_is_malformed_not_cut_short(body, request_type):

@@ -5,7 +5,8 @@ The older code here is the shop from before vouchers: its place request has no v
 holder of it that served a newer buyer's order would place it at full price. It must leave that order
 to its buyer (who places it whole, voucher and all) and still serve the requests of its own code,
 whether it is from before versions, of an older version, or of the same version (a bump forgotten:
-then it hands the request back, and says so once).
+then it hands the request back, and says so once). A release that adds a buyer field keeps the
+version: an older holder hands back the order that gives it, in the same way.
 """
 
 import logging
@@ -29,7 +30,9 @@ def _code_before_vouchers(*, strict: bool) -> None:
     """Queue and serve place requests as the shop did before vouchers, whose request had no voucher code;
     ``strict``: forbidding unknown fields, as this code's request does."""
     fields = [
-        (field.name, field.type) if field.required else (field.name, field.type, field.default)
+        (field.name, field.type)
+        if field.required
+        else (field.name, field.type, msgspec.field(default=field.default, default_factory=field.default_factory))
         for field in msgspec.structs.fields(placing_wire.PlaceRequest)
         if field.name != "voucher_code"
     ]
@@ -123,3 +126,54 @@ def test_an_older_holder_leaves_a_newer_buyers_order_whole_to_its_buyer(
     assert (stock.on_hand, stock.reserved) == (10, 3)
     assert_books_balance(hot)
     assert_voucher_books(voucher)
+
+
+# A text column placing leaves at its default stands in for the field a newer release adds.
+NEW_BUYER_FIELD = "payment_reference"
+
+
+def _buy_giving(key, given, out, log):
+    """Place one order of one unit on HOT giving ``given``; a buyer field in it is one this code adds."""
+    Order.BUYER_FIELDS = (*Order.BUYER_FIELDS, *given)
+    handler = logging.FileHandler(log)
+    handler.setLevel(logging.WARNING)
+    logging.getLogger("inventory").addHandler(handler)
+    try:
+        order = order_place(
+            email="b@example.com", items=[{"sku": "HOT", "quantity": 1}], idempotency_key=key, given=given
+        )
+        out.put((key, {"number": order.number, NEW_BUYER_FIELD: getattr(order, NEW_BUYER_FIELD)}))
+    except Exception as exc:
+        out.put((key, {"code": "crashed", "detail": repr(exc)}))
+
+
+def test_a_holder_hands_an_order_giving_a_buyer_field_it_does_not_know_back_to_its_buyer(
+    make_variant, monkeypatch, tmp_path
+):
+    """A release that adds a buyer field keeps the wire version: an older holder takes the newer buyer's
+    request, cannot read it whole, and hands it back; the buyer places it with the field."""
+    hot = make_variant(sku="HOT", stock=10, price="10.00")
+    batch_sizes = batch_sizes_recorded(monkeypatch, "place", tmp_path / "batches")
+    log = tmp_path / "log"
+
+    buyers, out = queue_one_by_one(
+        _buy_giving,
+        [
+            {"key": "OLD-1", "given": {}, "log": log},
+            {"key": "NEW", "given": {NEW_BUYER_FIELD: "For Bo"}, "log": log},
+            {"key": "OLD-2", "given": {}, "log": log},
+        ],
+    )
+    answers = answers_of(buyers, out, 3)
+
+    placed = {order.idempotency_key: order for order in Order.objects.all()}
+    assert answers == {
+        key: {"number": order.number, NEW_BUYER_FIELD: getattr(order, NEW_BUYER_FIELD)} for key, order in placed.items()
+    }
+    assert getattr(placed["NEW"], NEW_BUYER_FIELD) == "For Bo"  # whole: with the field its holder did not know
+    assert batch_sizes() == [2, 1]  # the older holder served OLD-2 with its own; NEW placed itself
+    [warning] = [line for line in log.read_text().splitlines() if line.startswith("handed back")]
+    assert "1 place request(s) queued on HOT" in warning
+    assert f"names buyer fields this code does not know: {NEW_BUYER_FIELD}" in warning
+    assert (stock_of(hot).on_hand, stock_of(hot).reserved) == (10, 3)
+    assert_books_balance(hot)
