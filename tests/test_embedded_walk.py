@@ -278,6 +278,7 @@ def test_staff_ship_part_refund_a_line_and_accept_a_return(shop, walk):
 # never with a traceback.
 README_COMMANDS = [
     (["check"], 0),
+    (["makemigrations", "--check", "--dry-run"], 0),  # the recipes run it: every model change has its migration
     (["migrate", "--noinput"], 0),
     (["createsuperuser", "--noinput", "--username", "boss", "--email", "boss@example.com"], 0),
     (["reconcile"], 0),
