@@ -10,7 +10,7 @@ the verdict is the median over rounds of each cell's after/before, PASS when eac
 The cells: one hot SKU and 1,000 SKUs, W=16 ``order_place`` (``bench.reserve``'s in-process
 clients), and the hot SKU over HTTP (``POST /api/orders/`` through gunicorn, driven by wrk as
 ``bench.http_wrk`` does, ``CONN_MAX_AGE`` 60). Each side's cell runs in a subprocess of this bench
-code that imports that checkout's app (``bench.targets._use_app``), on a database of the side's own
+code that imports that checkout's app (``bench.targets.use_app``), on a database of the side's own
 (each migrates with its own checkout's migrations); its gunicorn serves that checkout's app with this
 bench code's ``bench.http_settings`` (``_overlay``). So both sides run the same bench code.
 """
@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.targets import HERE, _app_commit, _print_table, _use_app
+from bench.targets import HERE, app_commit, print_table, use_app
 
 CELLS = {
     "hot": "hot SKU, W=16, order_place",
@@ -100,7 +100,7 @@ def _http(app: Path, duration: float, quiet_wait: float) -> dict:
 
 
 def child(args) -> None:
-    _use_app(args.app)
+    use_app(args.app)
     if args.cell == "http":
         result = _http(args.app, args.duration, args.quiet_wait)
     else:
@@ -145,7 +145,7 @@ def run(args) -> dict:
                     flush=True,
                 )
     return {
-        "apps": {side: {"path": str(apps[side]), "commit": _app_commit(apps[side])} for side in SIDES},
+        "apps": {side: {"path": str(apps[side]), "commit": app_commit(apps[side])} for side in SIDES},
         "rounds": args.rounds,
         "duration": args.duration,
         "cores": os.cpu_count(),
@@ -180,7 +180,7 @@ def report(result: dict) -> bool:
         judged = "PASS" if median >= ALLOWED else "FAIL"
         rows.append([CELLS[cell], "after/before", *(f"{x:.2f}" for x in each), f"{median:.2f} {judged}"])
     rounds = [f"round {n}" for n in range(1, result["rounds"] + 1)]
-    _print_table(["cell (per second)", "side", *rounds, "median"], rows, left=(0, 1))
+    print_table(["cell (per second)", "side", *rounds, "median"], rows, left=(0, 1))
     print(f"\n{'PASS' if passed else 'FAIL'}: after >= {ALLOWED}x before in every cell (median of the rounds' ratios)")
     return passed
 

@@ -75,7 +75,7 @@ def figures(cells) -> dict:
     return found
 
 
-def _print_table(header: list[str], rows: list[list[str]], left=(0,)) -> None:
+def print_table(header: list[str], rows: list[list[str]], left=(0,)) -> None:
     """Columns ``left`` aligned left (words), the others right (figures)."""
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
@@ -102,10 +102,10 @@ def report(run: dict) -> None:
     rows.append(
         [OVERSOLD, *(_shown("oversold", figs["oversold"]) for figs in rounds), _shown("oversold", run["oversold"])]
     )
-    _print_table(header, rows)
+    print_table(header, rows)
 
 
-def _app_commit(app: Path) -> str:
+def app_commit(app: Path) -> str:
     done = subprocess.run(["git", "-C", str(app), "describe", "--always", "--dirty"], capture_output=True, text=True)
     return done.stdout.strip() or "unknown (not a git checkout)"
 
@@ -121,7 +121,7 @@ def run(args) -> dict:
     )
     rounds = [figures(cells) for cells in every_round]
     return {
-        "app": _app_commit(args.app or HERE),
+        "app": app_commit(args.app or HERE),
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "minutes": round((time.monotonic() - started) / 60, 1),
         "cores": os.cpu_count(),
@@ -186,11 +186,11 @@ def compare(old_path: str, new_path: str) -> bool:
             f"0 / 0: {_yes(clean)}",
         ]
     )
-    _print_table(["figure (median of the rounds)", "old", "new", "new/old", "within 10%"], rows, left=(0, 4))
+    print_table(["figure (median of the rounds)", "old", "new", "new/old", "within 10%"], rows, left=(0, 4))
     return met
 
 
-def _use_app(app: Path) -> None:
+def use_app(app: Path) -> None:
     """Import the app (config, shop, inventory, orders, ...) from ``app`` rather than this checkout.
 
     The ``bench`` package is already imported from here, so its modules still come from here. The
@@ -227,7 +227,7 @@ def main(argv=None):
     if args.compare:
         sys.exit(0 if compare(*args.compare) else 1)
     if args.app:
-        _use_app(args.app)
+        use_app(args.app)
     result = run(args)
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")

@@ -1,12 +1,15 @@
 """The order API: place, list, show, quote and cancel orders (paying is ``payments.apis``', shipping and
 returns ``fulfilment.apis``')."""
 
+from collections.abc import Callable
+
 from django.conf import settings
 from django.db.models import prefetch_related_objects
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.exceptions import NotFound, Throttled
 from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -15,6 +18,7 @@ from core.errors import InvalidInput
 from core.throttling import voucher_check_counted
 from orders.customers import buyer_of
 from orders.errors import IdempotencyKeyRequired
+from orders.models import Order
 from orders.selectors import order_find_by_number, order_find_for_customer, order_list_for_customer
 from orders.serializers import (
     BUSY,
@@ -60,9 +64,7 @@ class StaffOrderActionApi(APIView):
     ``permission_classes``, its ``Input`` serializer and ``act``."""
 
     Input: type[serializers.Serializer]
-
-    def act(self, request, order, data: dict) -> None:
-        raise NotImplementedError
+    act: Callable[[Request, Order, dict], None]  # the subclass's method: the one service call
 
     def post(self, request, number: str):
         data = self.Input(data=request.data)
