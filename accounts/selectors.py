@@ -6,7 +6,7 @@ from django.db.models.functions import Lower
 
 from accounts.models import UsernameHold
 from core.collation import Exact
-from orders.customers import email_address
+from core.emails import email_address
 
 
 def user_by_email(email) -> "get_user_model() | None":

@@ -33,8 +33,8 @@ from accounts.errors import (
 )
 from accounts.models import Account, UsernameHold
 from accounts.selectors import user_by_email, username_taken
+from core.emails import email_address, email_checked
 from core.errors import InvalidInput
-from orders.customers import email_address, email_checked
 from orders.services import order_list_claim
 
 logger = logging.getLogger(__name__)

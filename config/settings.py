@@ -72,6 +72,7 @@ LOCAL_APPS = [
     "shop",
     "inventory",
     "vouchers",
+    "drops",
     "orders",
     "payments",
     "fulfilment",
@@ -241,6 +242,16 @@ CACHES = {
     },
 }
 LOCK_CACHE_ALIAS = "locks"
+
+# --- Drops --------------------------------------------------------------------------------------------
+# How many buyers a drop's line admits a second (each admission places a hold): at most what the shop
+# serves in orders placed a second (bin/drop measures both), so admitted buyers are never the ones
+# who wait for a lock. Every drop's runner pass shares it (``orders.services.holding``).
+DROP_ADMISSIONS_PER_SECOND = env.float("DROP_ADMISSIONS_PER_SECOND", default=50.0)
+# How often the line's runner (``manage.py drop_line``) passes: admits, publishes the news.
+DROP_LINE_PASS_SECONDS = env.float("DROP_LINE_PASS_SECONDS", default=0.2)
+# Signs the line's passes (cookie and API token): a pass names a drop and a place.
+DROP_PASS_MAX_AGE_SECONDS = env.int("DROP_PASS_MAX_AGE_SECONDS", default=2 * 86_400)
 
 # --- Stock and orders -------------------------------------------------------------------------
 

@@ -11,10 +11,13 @@ from accounts.forms import LoginForm, ResetForm
 from config import error_views, health, metrics
 from config.auth_api import TokenObtainApi, TokenRevokeApi, login_throttled
 from config.error_views import API_PREFIX
+from drops import apis as drop_apis
+from drops import views as drop_views
 from fulfilment import apis as fulfilment_apis
 from fulfilment import views as fulfilment_views
 from inventory import apis as inventory_apis
 from orders import apis as order_apis
+from orders import hold_views
 from orders import views as order_views
 from payments import apis as payment_apis
 from payments import views as payment_views
@@ -40,6 +43,9 @@ api_patterns = [
     path("orders/", order_apis.OrderCollectionApi.as_view(), name="order-list"),
     path("orders/<str:number>/", order_apis.OrderDetailApi.as_view(), name="order-detail"),
     path("orders/<str:number>/pay/", payment_apis.OrderPayApi.as_view(), name="order-pay"),
+    path("orders/<str:number>/checkout/", hold_views.HoldCheckoutApi.as_view(), name="order-hold-checkout"),
+    path("drops/<int:pk>/line/", drop_apis.DropLineApi.as_view(), name="drop-line"),
+    path("drops/<int:pk>/news/", drop_apis.DropNewsApi.as_view(), name="drop-news"),
     path("orders/<str:number>/cancel/", order_apis.OrderCancelApi.as_view(), name="order-cancel"),
     path("orders/<str:number>/refund/", payment_apis.OrderRefundApi.as_view(), name="order-refund"),
     path("orders/<str:number>/ship/", fulfilment_apis.OrderShipApi.as_view(), name="order-ship"),
@@ -78,6 +84,8 @@ urlpatterns = [
     path("orders/", order_views.order_list, name="order-list"),
     path("orders/<str:number>/", fulfilment_views.order_detail, name="order-detail"),
     path("orders/<str:number>/pay/", payment_views.order_pay_view, name="order-pay"),
+    path("orders/<str:number>/checkout/", hold_views.hold_checkout, name="hold-checkout"),
+    path("drops/<int:pk>/", drop_views.drop_line, name="drop"),
     path("orders/<str:number>/cancel/", order_views.order_cancel_view, name="order-cancel"),
     path("orders/<str:number>/to-cart/", order_views.order_to_cart_view, name="order-to-cart"),
     path("orders/<str:number>/return/", fulfilment_views.order_return_view, name="order-return"),

@@ -23,6 +23,9 @@ def new_order_number() -> str:
 class Order(BaseModel):
     class Status(models.TextChoices):
         AWAITING_PAYMENT = "awaiting_payment", "Awaiting payment"
+        # Units held for a buyer a drop's line admitted (``orders.services.holding``), until they check out
+        # (then awaiting payment) or the drop's checkout window lapses (then expired, like any unpaid order).
+        HELD = "held", "Held for checkout"
         PAID = "paid", "Paid"
         PARTIALLY_SHIPPED = "partially_shipped", "Partially shipped"
         SHIPPED = "shipped", "Shipped"
@@ -174,6 +177,9 @@ class Order(BaseModel):
         return list(self.lines.select_related("variant").order_by("variant_id"))
 
 
+# An order that holds its units reserved and is not paid: the sweep expires it when it is due, and its units
+# count toward its buyer's limits.
+OPEN_STATUSES = (Order.Status.AWAITING_PAYMENT, Order.Status.HELD)
 # An order whose payment was applied: paid, and then shipped in part or in full (``fulfilment.services.shipments``);
 # only these are refunded. Of them, those with units left that staff may ship now.
 PAID_STATUSES = (Order.Status.PAID, Order.Status.PARTIALLY_SHIPPED, Order.Status.SHIPPED)

@@ -136,6 +136,7 @@ def order_price(
     to: Destination,
     rules: PricingRules,
     voucher: VoucherTerms | None = None,
+    ships_later: bool = False,
 ) -> OrderPrice:
     """The figures of an order of ``lines`` (product, quantity) sent ``to`` a country by a method, billed in a
     country, at the ``rules``' rates and methods.
@@ -143,14 +144,16 @@ def order_price(
     Taxed where the goods go; an order that ships nothing where its buyer bills, else in the shop's
     country. Refusals are raised: a missing address or method, a country or method that does not ship.
     A ``voucher`` (checked already: ``vouchers.rules.voucher_check``) takes its discount off the lines, or
-    the shipping's price if it gives free shipping.
+    the shipping's price if it gives free shipping. ``ships_later``: goods that are shipped may come
+    without an address (a drop's hold, priced again at its checkout): priced in the shop's country, no
+    shipping.
     """
     shipping_country, billing_country, method_id = to
     rates, methods = rules
     currency, included = settings.SHOP_CURRENCY, settings.PRICES_INCLUDE_TAX
     ships = order_ships(variant for variant, _ in lines)
     country = shipping_country if ships else None
-    if ships and country is None:
+    if ships and country is None and not ships_later:
         raise InvalidInput(fields={"shipping_address": "These goods are shipped: give a shipping address."})
     tax_country = country or billing_country or settings.SHOP_COUNTRY
     totals = [(variant.pk, variant.price * quantity) for variant, quantity in lines]

@@ -17,7 +17,7 @@ from django.db.models.functions import Now
 from core.clock import db_now
 from core.collation import Exact
 from inventory.models import Reservation
-from orders.models import PAID_STATUSES, Order, OrderLine
+from orders.models import OPEN_STATUSES, PAID_STATUSES, Order, OrderLine
 from vouchers.models import VoucherUse
 
 # What the order pages and the API show of what happened after payment: shipments, refunds, returns.
@@ -50,7 +50,7 @@ def order_charge_waiting() -> Exists:
 
 def order_list_overdue() -> QuerySet[Order]:
     """Unpaid orders past their reservation's expiry and not waiting for a charge to apply, oldest first."""
-    overdue = Order.objects.filter(status=Order.Status.AWAITING_PAYMENT, expires_at__lte=Now())
+    overdue = Order.objects.filter(status__in=OPEN_STATUSES, expires_at__lte=Now())
     return overdue.exclude(order_charge_waiting()).order_by("pk")
 
 
@@ -163,7 +163,7 @@ def order_units_held(*, buyers, variant_ids) -> dict[tuple[str, int], int]:
         .filter(
             order__buyer__in=sorted(buyers),
             buyer__in=sorted(buyers),
-            order__status__in=[Order.Status.AWAITING_PAYMENT, *PAID_STATUSES],
+            order__status__in=[*OPEN_STATUSES, *PAID_STATUSES],
             variant_id__in=sorted(variant_ids),
         )
         .order_by()
@@ -177,7 +177,7 @@ def order_count_open_guest(*, client_address: str = "", numbers=()) -> int:
     """A guest's unpaid orders: those placed from ``client_address``, or the most of ``numbers`` (a browser's)."""
     if not client_address and not numbers:
         return 0
-    unpaid = Order.objects.filter(customer__isnull=True, status=Order.Status.AWAITING_PAYMENT)
+    unpaid = Order.objects.filter(customer__isnull=True, status__in=OPEN_STATUSES)
     from_address = unpaid.filter(client_address=client_address).count() if client_address else 0
     from_browser = unpaid.filter(number__in=list(numbers)).count() if numbers else 0
     return max(from_address, from_browser)

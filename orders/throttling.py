@@ -2,8 +2,8 @@
 
 import hashlib
 
+from core.emails import email_canonical
 from core.throttling import CountingThrottle
-from orders.customers import email_canonical
 
 
 class OrderThrottle(CountingThrottle):

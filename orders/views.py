@@ -21,7 +21,7 @@ from orders.selectors import (
     order_last_shipping_address,
     order_list_for_visitor,
 )
-from orders.services import order_cancel, order_place, order_quote
+from orders.services import order_cancel, order_hold_checkout, order_place, order_quote
 from orders.throttling import OrderThrottle
 from shipping.errors import ShippingMethodUnavailable
 from shipping.forms import AddressForm
@@ -54,6 +54,12 @@ def checkout(request):
     if not lines:
         messages.info(request, "Your cart is empty.")
         return redirect("catalog")
+    return checkout_page(request, visitor, lines)
+
+
+def checkout_page(request, visitor: CheckoutSession, lines: list[dict], *, hold=None):
+    """The checkout page of ``lines`` (``cart_lines``' shape); ``hold``: a drop's held order, whose lines
+    they are, checked out with its units already held (``orders.hold_views``)."""
     data = request.POST if request.method == "POST" else None
     ships = any(line["product"].requires_shipping for line in lines)
     shipping_form = billing_form = None
@@ -98,7 +104,7 @@ def checkout(request):
         placing
         and form.is_valid()
         and all([f.is_valid() for f in address_forms])
-        and _checkout_submitted(request, form, visitor)
+        and _checkout_submitted(request, form, visitor, email_known=hold is not None)
     ):
         key, email = form.cleaned_data["idempotency_key"], form.cleaned_data["email"]
         throttle = OrderThrottle(request, email=email)
@@ -106,7 +112,8 @@ def checkout(request):
             return _order_throttled(request, retry_after=throttle.wait())
         try:
             with connection_loss_refused("checkout"):
-                order = order_place(
+                order = _checkout_place(
+                    hold,
                     customer=request.user if request.user.is_authenticated else None,
                     email=email or getattr(request.user, "email", ""),
                     items=[{"sku": line["product"].sku, "quantity": line["quantity"]} for line in lines],
@@ -131,7 +138,8 @@ def checkout(request):
             messages.error(request, UNCONFIRMED if exc.transient else exc.explain())
             shortages = {line["sku"]: line["available"] for line in exc.payload.get("shortages", [])}
         else:
-            cart_clear(request.session)
+            if hold is None:
+                cart_clear(request.session)
             visitor.remember_order(key=key, number=order.number)
             visitor.remember_address(order.shipping_address)
             return redirect("order-detail", number=order.number)
@@ -154,10 +162,23 @@ def checkout(request):
         "billing_same": billing_form is None,
         "price": quote.price if quote else None,
         "items_total": sum(line["total"] for line in lines),
-        "needs_email": not request.user.is_authenticated or not request.user.email,
+        "needs_email": hold is None and (not request.user.is_authenticated or not request.user.email),
         "address_book": book,
+        "hold": hold,
     }
     return render(request, "orders/checkout.html", context)
+
+
+def _checkout_place(hold, **order):
+    """Place the checkout's order, or check out the drop's ``hold`` with what the buyer gave."""
+    if hold is None:
+        return order_place(**order)
+    return order_hold_checkout(
+        order=hold,
+        **{
+            name: order[name] for name in ("shipping_address", "billing_address", "shipping_method", "voucher", "given")
+        },
+    )
 
 
 def _checkout_addresses(request, book, visitor: CheckoutSession) -> tuple[dict, dict | None]:
@@ -195,7 +216,7 @@ def _checkout_quote(lines, shipping_form, method: int | None, *, voucher: str, b
             return None, exc, voucher_error
 
 
-def _checkout_submitted(request, form: CheckoutForm, visitor: CheckoutSession) -> bool:
+def _checkout_submitted(request, form: CheckoutForm, visitor: CheckoutSession, *, email_known: bool) -> bool:
     """Whether the valid ``form`` may place an order: its key was issued to this browser, and a guest gave
     an email (the one its key was first submitted with, while its outcome is unknown)."""
     data = form.cleaned_data
@@ -203,6 +224,8 @@ def _checkout_submitted(request, form: CheckoutForm, visitor: CheckoutSession) -
     if not visitor.issued(data["idempotency_key"]):
         messages.error(request, "This checkout page has expired; please check your order and place it again.")
         return False
+    if email_known:  # a hold's order has its buyer already
+        return True
     if not request.user.is_authenticated and not data["email"]:
         form.add_error("email", "Give an email address, or log in.")
         return False

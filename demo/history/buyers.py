@@ -10,9 +10,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 from django.utils import timezone
 
+from core.emails import email_canonical
 from demo.history.catalog import Catalog
 from demo.history.text import HISTORY_DAYS, field_text
-from orders.customers import email_canonical
 
 CUSTOMER_PREFIX = "history-customer-"  # its customers' usernames
 ORDERS_PER_CUSTOMER = 5_000

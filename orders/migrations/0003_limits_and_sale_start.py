@@ -2,7 +2,7 @@
 
 from django.db import migrations, models
 
-from orders.customers import email_canonical
+from core.emails import email_canonical
 
 
 def buyers_fill(apps, schema_editor):

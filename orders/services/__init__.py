@@ -5,6 +5,8 @@ Callers import from here; each module holds one part of an order's life.
 """
 
 from orders.services.claiming import order_list_claim
+from orders.services.hold_checkout import order_hold_checkout
+from orders.services.holding import drop_line_pass
 from orders.services.lifecycle import order_cancel, order_expire, order_fail_payment, order_reservations_settle
 from orders.services.placing import order_place
 from orders.services.pruning import order_email_list_prune
@@ -13,6 +15,8 @@ from orders.services.sweeps import SweepResult, order_release_expired, order_rel
 
 __all__ = [
     "SweepResult",
+    "drop_line_pass",
+    "order_hold_checkout",
     "order_cancel",
     "order_email_list_prune",
     "order_expire",

@@ -5,7 +5,7 @@ import logging
 from django.db.models import F
 
 from core.collation import Exact
-from orders.customers import email_address
+from core.emails import email_address
 from orders.models import Order
 
 logger = logging.getLogger(__name__)

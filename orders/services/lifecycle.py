@@ -21,7 +21,7 @@ from orders.errors import (
     OrderNotCancellable,
     OrderNotFound,
 )
-from orders.models import PAID_STATUSES, Order
+from orders.models import OPEN_STATUSES, PAID_STATUSES, Order
 from orders.selectors import order_list_overdue
 from vouchers.services import voucher_use_commit, voucher_use_release
 
@@ -124,7 +124,7 @@ def order_cancel(*, order: Order) -> Order:
             raise OrderNotCancellable(number=order.number)
         if order_transition(
             order,
-            from_statuses=[Status.AWAITING_PAYMENT, Status.EXPIRED, Status.PAYMENT_FAILED],
+            from_statuses=[*OPEN_STATUSES, Status.EXPIRED, Status.PAYMENT_FAILED],
             to=Status.CANCELLED,
         ):
             order_stock_release(order=order, reason=Reservation.ReleaseReason.CANCELLED)

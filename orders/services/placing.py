@@ -104,6 +104,7 @@ def order_place(
     shipping_method: int | None = None,
     voucher: str = "",
     given: dict | None = None,
+    hold_seconds: int = 0,
 ) -> Order:
     """Create an order and reserve its stock, all or nothing. A replay of the same key returns the same order.
 
@@ -112,6 +113,9 @@ def order_place(
     order stores copies of both and its figures as priced now. A ``voucher`` code takes its discount off,
     and one of its uses is reserved with the stock; a code that does not apply refuses the order
     (``VoucherInvalid``, with its reason). ``given``: the buyer fields (``Order.BUYER_FIELDS``) by name.
+    ``hold_seconds``: place a hold for a buyer a drop's line admitted (``orders.services.holding``, the
+    only caller): HELD that long, addresses and method given at its checkout; without it, a SKU that
+    sells only through a drop's line is refused (``NotAdmitted``).
 
     Orders for one SKU queue with its lock and are placed in batches, one commit per batch
     (``inventory.batching``): that is what keeps a flash sale on one SKU fast. The rules of one
@@ -123,7 +127,7 @@ def order_place(
         raise InvalidInput(fields={"idempotency_key": "Give a key of 1 to 64 characters."})
     who = buyer_identify(customer=customer, email=email)
     voucher_code = _voucher_code_check(voucher)
-    given = _given_check(given or {})
+    given = buyer_fields_check(given or {})
     shipping_address, billing_address, shipping_method = order_addresses_check(
         shipping_address, billing_address, shipping_method
     )
@@ -149,6 +153,7 @@ def order_place(
         shipping_method_id=shipping_method,
         voucher_code=voucher_code,
         given=given,
+        hold_seconds=hold_seconds,
     )
     if customer is None:
         _guest_check_open_orders(request, guest_orders=guest_orders)
@@ -224,7 +229,7 @@ def _voucher_code_check(voucher) -> str:
     return voucher_code_normal(voucher)
 
 
-def _given_check(given: dict) -> dict[str, str]:
+def buyer_fields_check(given: dict) -> dict[str, str]:
     """The buyer fields given, stripped, those left empty dropped; ``InvalidInput`` for a name that is not a
     buyer field (``Order.BUYER_FIELDS``), or a value that is no text or is longer than its column."""
     checked = {}

@@ -11,6 +11,7 @@ from django.db import connection
 
 from core.clock import db_now
 from core.db import statements_run
+from drops.sql import gated_skus_statement
 from inventory.batching import Batch
 from inventory.services import (
     stock_reservations_create_for_orders,
@@ -75,15 +76,16 @@ class OrderBatch(Batch):
         # the vouchers the requests name, their rows locked until the batch commits (``SELECT ... FOR
         # UPDATE``), so their uses stay as counted here.
         ships = any(r.shipping_address for r in requests)
-        codes = {r.voucher_code for r in requests if r.voucher_code}
         skus = {line.sku for r in requests for line in r.lines}
-        keyed, variants, rates, *rest = statements_run(
+        codes = {r.voucher_code for r in requests if r.voucher_code}
+        keyed, variants, gated, rates, *rest = statements_run(
             connection.alias,
             [
                 sql.order_ids_with_keys_statement(
                     scopes={r.scope for r in requests}, key_hashes={r.key_hash for r in requests}
                 ),
                 variants_for_sale_statement(skus=skus),
+                gated_skus_statement(skus=skus),
                 tax_rates_statement(countries=_tax_countries(requests)),
                 *([shipping_methods_statement()] if ships else []),
                 *order_voucher_statements(codes=codes, skus=skus, buyers={r.buyer for r in requests}, lock=True),
@@ -98,6 +100,7 @@ class OrderBatch(Batch):
             {line.sku for r in requests if (r.scope, r.key_hash) not in self._placed_before for line in r.lines}
         )
         self.variants = variants_for_sale_from_rows(variants)
+        self.gated: dict[str, int] = dict(gated)  # SKU: the drop whose line alone sells it
         limited = {variant.pk for variant in self.variants.values() if variant.max_per_customer is not None}
         self._held = order_units_held(buyers={r.buyer for r in requests}, variant_ids=limited)
         self.now = db_now()
@@ -110,12 +113,14 @@ class OrderBatch(Batch):
             self._vouchers, request.voucher_code, buyer=request.buyer, now=self.now, lines=lines, staged=staged
         )
 
-    def price(self, lines: tuple, *, to: Destination, voucher=None) -> OrderPrice:
+    def price(self, lines: tuple, *, to: Destination, voucher=None, ships_later: bool = False) -> OrderPrice:
         """``order_price`` at the batch's rates and methods. A hot SKU's batch is many alike orders, so each
         distinct set of arguments is priced once (the function is pure, and ``OrderPrice`` immutable)."""
-        key = (lines, to, voucher)
+        key = (lines, to, voucher, ships_later)
         if (price := self._prices.get(key)) is None:
-            price = self._prices[key] = order_price(list(lines), to=to, rules=self.rules, voucher=voucher)
+            price = self._prices[key] = order_price(
+                list(lines), to=to, rules=self.rules, voucher=voucher, ships_later=ships_later
+            )
         return price
 
     def variant_ids(self) -> set[int]:
@@ -124,10 +129,10 @@ class OrderBatch(Batch):
     def step(self, request: PlaceRequest) -> Placed:
         return order_place_one(request, self)
 
-    @property
-    def expires_at(self) -> datetime:
-        """When the batch's new orders expire: one deadline for all, on the database's clock."""
-        return self.now + timedelta(seconds=settings.RESERVATION_TTL_SECONDS)
+    def expires_at(self, request: PlaceRequest) -> datetime:
+        """When the request's new order expires, on the database's clock: a hold when its checkout window
+        lapses, any other order after ``RESERVATION_TTL_SECONDS``."""
+        return self.now + timedelta(seconds=request.hold_seconds or settings.RESERVATION_TTL_SECONDS)
 
     def units_held(self, buyer: str, variant_id: int) -> int:
         """Units of a product the buyer holds: in orders placed before the batch, and staged in it."""
@@ -159,7 +164,7 @@ class OrderBatch(Batch):
         voucher: VoucherTerms | None = None,
     ) -> Placed:
         """Stage a new order for the request (and its voucher's use); the result is filled in when the batch writes."""
-        placed = Placed(new_order_number(), self.expires_at, price=PlacedPrice(**price.as_order_fields()))
+        placed = Placed(new_order_number(), self.expires_at(request), price=PlacedPrice(**price.as_order_fields()))
         new = NewOrder(request, variants, price, placed, index=len(self.staged), voucher=voucher)
         self.stage(new)
         self._new_by_key[(request.scope, request.key_hash)] = new
@@ -171,7 +176,7 @@ class OrderBatch(Batch):
             return True
         insert, rows = sql.orders_insert_statement(
             rows=[
-                order_row(new.request, number=new.placed.number, expires_at=self.expires_at)
+                order_row(new.request, number=new.placed.number, expires_at=new.placed.expires_at)
                 | new.price.as_order_fields()
                 for new in self.staged
             ],
@@ -208,7 +213,7 @@ class OrderBatch(Batch):
         line_ids, *_ = stock_reservations_create_for_orders(
             order_ids=[order["id"] for order in orders],
             lines=len(rows),
-            expires_at=self.expires_at,
+            expires_at=max(new.placed.expires_at for new in self.staged),  # each order's sweep releases its own
             statements=[insert, *voucher_uses_reserve_statements(uses)],
         )
         lines = sql.order_lines_stored(rows, line_ids)

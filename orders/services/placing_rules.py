@@ -3,6 +3,7 @@
 ``order_place_one`` sees one order and raises its refusal; ``orders.services.placing_batch`` runs it for
 each queued order in queue order and writes what the steps staged together."""
 
+from drops.errors import NotAdmitted
 from inventory.batching import Demand
 from orders.errors import IdempotencyConflict
 from orders.pricing import Destination
@@ -29,6 +30,10 @@ def order_place_one(request: PlaceRequest, batch) -> Placed:
         if earlier.fingerprint != request.fingerprint:
             raise IdempotencyConflict(number=earlier.number)
         return Placed(earlier.number, earlier.expires_at, replayed=True)
+    if not request.hold_seconds and (
+        drops := {batch.gated[line.sku] for line in request.lines if line.sku in batch.gated}
+    ):
+        raise NotAdmitted(drop=min(drops))  # the line alone sells a drop's units: its holds take them
     variants = variants_orderable(batch.variants, skus=[line.sku for line in request.lines], now=batch.now)
     order_lines_check_limits(
         [(line.sku, line.quantity) for line in request.lines],
@@ -49,5 +54,6 @@ def order_place_one(request: PlaceRequest, batch) -> Placed:
             method_id=request.shipping_method_id,
         ),
         voucher=voucher,
+        ships_later=bool(request.hold_seconds),
     )
     return batch.order_add(request, variants, price, voucher)

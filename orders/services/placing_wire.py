@@ -33,6 +33,9 @@ class PlaceRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     voucher_code: str = ""  # in capitals (``voucher_code_normal``); "" for none
     # The buyer fields given (``Order.BUYER_FIELDS``), checked, by name; one left empty is not sent.
     given: dict[str, str] = {}
+    # A hold for a buyer a drop's line admitted (``orders.services.holding``): the order is HELD for this
+    # many seconds, its addresses and method given at its checkout. 0: an order as any other.
+    hold_seconds: int = 0
 
     def __post_init__(self):
         """A request naming a buyer field this code does not know, from a host on newer code, is refused as
@@ -94,6 +97,7 @@ def order_row(request: PlaceRequest, *, number: str, expires_at: datetime) -> di
     and the buyer rebuilds it from ``Placed``."""
     return {
         "number": number,
+        "status": Order.Status.HELD if request.hold_seconds else Order.Status.AWAITING_PAYMENT,
         "customer_id": request.customer_id,
         "email": request.email,
         "expires_at": expires_at,

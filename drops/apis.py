@@ -1,0 +1,127 @@
+"""The line's API: join a drop's line, say where a place stands, and the news every waiting client reads.
+
+Joining needs an account (the API's orders do); the place is answered with its pass (a token), sent back
+as ``X-Drop-Pass``. Reading a place or the news touches Redis only: no authentication, no database."""
+
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from core.api import UNAUTHENTICATED, ErrorSerializer, StrictIntegerField
+from drops import passes
+from drops.errors import PassInvalid
+from drops.models import UNITS_PER_BUYER_MAX
+from drops.waiting import line_enter, news_current, place_told
+from shop.models import SKU_MAX_LENGTH
+
+PASS = OpenApiParameter(
+    passes.HEADER, str, OpenApiParameter.HEADER, required=True, description="The pass joining answered."
+)
+PAUSED = OpenApiResponse(
+    ErrorSerializer, description="line_paused: Redis is down; every place is kept. See Retry-After"
+)
+
+
+class PlaceOutputSerializer(serializers.Serializer):
+    drop = serializers.IntegerField()
+    ticket = serializers.IntegerField(help_text="The place's arrival number.")
+    state = serializers.ChoiceField(["waiting", "admitted", "refused", "sold_out", "closed"])
+    ahead = serializers.IntegerField(help_text="Places ahead of this one for the same product.")
+    sku = serializers.CharField()
+    quantity = serializers.IntegerField()
+    units = serializers.ChoiceField(["plenty", "few", "sold_out"], help_text="Units left, coarse.")
+    estimate_seconds = serializers.IntegerField(allow_null=True, help_text="At the pace admitted now.")
+    poll_seconds = serializers.IntegerField(help_text="Ask again after this long (also Retry-After).")
+    order = serializers.CharField(allow_null=True, help_text="Admitted: the held order to check out.")
+    held_until = serializers.DateTimeField(allow_null=True, help_text="Admitted: when the hold lapses.")
+    code = serializers.CharField(allow_null=True, help_text="Refused: why (limit_exceeded, hold_lapsed).")
+
+
+class JoinOutputSerializer(PlaceOutputSerializer):
+    pass_token = serializers.CharField(help_text=f"Send it as {passes.HEADER} to read the place and check out.")
+
+
+def _answer(told, *, created: bool = False, pass_token: str | None = None) -> Response:
+    body = told.as_dict() | ({"pass_token": pass_token} if pass_token else {})
+    response = Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+    if told.poll:
+        response["Retry-After"] = str(told.poll)
+    return response
+
+
+class DropLineApi(APIView):
+    """POST joins the drop's line (idempotent: the same account gets the same place); GET reads the place."""
+
+    class JoinInputSerializer(serializers.Serializer):
+        sku = serializers.CharField(max_length=SKU_MAX_LENGTH)
+        quantity = StrictIntegerField(min_value=1, max_value=UNITS_PER_BUYER_MAX, default=1)
+
+    def get_authenticators(self):
+        return [] if self.request.method == "GET" else super().get_authenticators()
+
+    def get_permissions(self):
+        return [AllowAny()] if self.request.method == "GET" else super().get_permissions()
+
+    def get_throttles(self):
+        return [] if self.request.method == "GET" else super().get_throttles()
+
+    @extend_schema(
+        operation_id="drop_line_join",
+        request=JoinInputSerializer,
+        responses={
+            200: JoinOutputSerializer,
+            201: JoinOutputSerializer,
+            400: OpenApiResponse(ErrorSerializer, description="invalid_input: a product not in the drop, quantity"),
+            401: UNAUTHENTICATED,
+            409: OpenApiResponse(ErrorSerializer, description="line_closed (reason: not_open, closed, off)"),
+            503: PAUSED,
+        },
+    )
+    def post(self, request, pk: int):
+        data = self.JoinInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        told, new = line_enter(
+            drop_id=pk,
+            sku=data.validated_data["sku"],
+            quantity=data.validated_data["quantity"],
+            customer_id=request.user.pk,
+            email="",
+            ticket=passes.pass_of_request(request, drop_id=pk),
+        )
+        return _answer(told, created=new, pass_token=passes.pass_issue(drop_id=pk, ticket=told.ticket))
+
+    @extend_schema(
+        operation_id="drop_line_place",
+        parameters=[PASS],
+        responses={
+            200: PlaceOutputSerializer,
+            403: OpenApiResponse(ErrorSerializer, description="pass_invalid"),
+            503: PAUSED,
+        },
+    )
+    def get(self, request, pk: int):
+        ticket = passes.pass_of_request(request, drop_id=pk)
+        told = place_told(drop_id=pk, ticket=ticket) if ticket is not None else None
+        if told is None:
+            raise PassInvalid()
+        return _answer(told)
+
+
+class DropNewsApi(APIView):
+    """The news every waiting client checks, the same for all: the line's state and each product's units."""
+
+    authentication_classes, permission_classes, throttle_classes = [], [AllowAny], []
+
+    class NewsOutputSerializer(serializers.Serializer):
+        state = serializers.ChoiceField(["not_open", "open", "sold_out", "closed"])
+        variants = serializers.DictField(help_text="By variant id: sku, name, units (plenty, few, sold_out).")
+        rate = serializers.FloatField(help_text="Buyers admitted a second, as measured.")
+
+    @extend_schema(operation_id="drop_news", responses={200: NewsOutputSerializer, 503: PAUSED})
+    def get(self, request, pk: int):
+        news = news_current(drop_id=pk) or {"state": "not_open", "variants": {}, "rate": 0}
+        response = Response({key: news.get(key) for key in ("state", "variants", "rate", "opens_at", "name")})
+        response["Cache-Control"] = "public, max-age=1"  # one shared answer: a proxy may serve it to everyone
+        return response

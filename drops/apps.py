@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class DropsConfig(AppConfig):
+    name = "drops"
+    verbose_name = "Drops"
