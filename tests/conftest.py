@@ -3,6 +3,7 @@
 import itertools
 import json
 from collections import Counter
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
@@ -12,8 +13,11 @@ from django.contrib.messages import get_messages
 from django.core.cache import caches
 from django.db import connections
 from django.test import Client
+from django.utils import timezone
 
 from demo.catalog import STAFF_APPS
+from drops import line
+from drops.models import Drop, DropVariant
 from inventory.locks import outage, soldout
 from inventory.models import Stock, StockMovement
 from inventory.services import stock_restock
@@ -351,3 +355,25 @@ def shipping_rules(db):
     TaxRate.objects.create(country="DE", rate=Decimal(19))
     TaxRate.objects.create(country="DE", tax_class=books, rate=Decimal(7))
     return {"standard": standard, "express": express, "overseas": overseas, "books": books}
+
+
+@pytest.fixture
+def make_drop(db, make_variant):
+    """A drop of ``sizes`` variants with ``units`` each, its line open and its sale started, unless told."""
+    made = []
+
+    def make(*, sizes=1, units=5, window=600, units_per_buyer=1, opens_in=-60, variants=None, **variant_fields):
+        drop = Drop.objects.create(
+            name="Drop",
+            line_opens_at=timezone.now() + timedelta(seconds=opens_in),
+            checkout_window_seconds=window,
+            units_per_buyer=units_per_buyer,
+        )
+        for variant in variants or [make_variant(stock=units, **variant_fields) for _ in range(sizes)]:
+            DropVariant.objects.create(drop=drop, variant=variant)
+        made.append(drop.pk)
+        return drop
+
+    yield make
+    for pk in made:
+        line.line_forget(drop_id=pk)
