@@ -22,6 +22,8 @@ PASS = OpenApiParameter(
 PAUSED = OpenApiResponse(
     ErrorSerializer, description="line_paused: Redis is down; every place is kept. See Retry-After"
 )
+NO_PATH = OpenApiResponse(ErrorSerializer, description="not_found: no such path (a drop's id is a number)")
+PASS_REFUSED = OpenApiResponse(ErrorSerializer, description="pass_invalid: missing, altered, or another drop's")
 
 
 class PlaceOutputSerializer(serializers.Serializer):
@@ -58,14 +60,18 @@ class DropLineApi(APIView):
         sku = serializers.CharField(max_length=SKU_MAX_LENGTH)
         quantity = StrictIntegerField(min_value=1, max_value=UNITS_PER_BUYER_MAX, default=1)
 
+    def _reading(self) -> bool:
+        """A GET or HEAD: the pass is the right to read the place (the schema's generator asks with no request)."""
+        return getattr(getattr(self, "request", None), "method", None) in ("GET", "HEAD")
+
     def get_authenticators(self):
-        return [] if self.request.method == "GET" else super().get_authenticators()
+        return [] if self._reading() else super().get_authenticators()
 
     def get_permissions(self):
-        return [AllowAny()] if self.request.method == "GET" else super().get_permissions()
+        return [AllowAny()] if self._reading() else super().get_permissions()
 
     def get_throttles(self):
-        return [] if self.request.method == "GET" else super().get_throttles()
+        return [] if self._reading() else super().get_throttles()
 
     @extend_schema(
         operation_id="drop_line_join",
@@ -75,6 +81,7 @@ class DropLineApi(APIView):
             201: JoinOutputSerializer,
             400: OpenApiResponse(ErrorSerializer, description="invalid_input: a product not in the drop, quantity"),
             401: UNAUTHENTICATED,
+            404: NO_PATH,
             409: OpenApiResponse(ErrorSerializer, description="line_closed (reason: not_open, closed, off)"),
             503: PAUSED,
         },
@@ -94,10 +101,12 @@ class DropLineApi(APIView):
 
     @extend_schema(
         operation_id="drop_line_place",
+        auth=[],
         parameters=[PASS],
         responses={
             200: PlaceOutputSerializer,
-            403: OpenApiResponse(ErrorSerializer, description="pass_invalid"),
+            403: PASS_REFUSED,
+            404: NO_PATH,
             503: PAUSED,
         },
     )
@@ -119,7 +128,7 @@ class DropNewsApi(APIView):
         variants = serializers.DictField(help_text="By variant id: sku, name, units (plenty, few, sold_out).")
         rate = serializers.FloatField(help_text="Buyers admitted a second, as measured.")
 
-    @extend_schema(operation_id="drop_news", responses={200: NewsOutputSerializer, 503: PAUSED})
+    @extend_schema(operation_id="drop_news", responses={200: NewsOutputSerializer, 404: NO_PATH, 503: PAUSED})
     def get(self, request, pk: int):
         news = news_current(drop_id=pk) or {"state": "not_open", "variants": {}, "rate": 0}
         response = Response({key: news.get(key) for key in ("state", "variants", "rate", "opens_at", "name")})

@@ -369,6 +369,7 @@ def make_drop(db, make_variant):
             checkout_window_seconds=window,
             units_per_buyer=units_per_buyer,
         )
+        line.line_forget(drop_id=drop.pk)  # ids start again with each test database: no earlier line leaks in
         for variant in variants or [make_variant(stock=units, **variant_fields) for _ in range(sizes)]:
             DropVariant.objects.create(drop=drop, variant=variant)
         made.append(drop.pk)

@@ -140,6 +140,17 @@ EXPECTED = {
         "OPTIONS": CUSTOMERS,
         "other": CUSTOMERS_REFUSED,
     },
+    # A drop's line: anyone reads the shared news; joining needs an account (there is no line with this id:
+    # no news, so it takes no one); reading a place or checking out a hold needs the place's pass.
+    "api:drop-news": {"GET": each(OK), "HEAD": each(OK), "OPTIONS": each(OK), "other": each(NOT_ALLOWED)},
+    "api:drop-line": {
+        "GET": each((403, "pass_invalid")),
+        "HEAD": each((403, None)),
+        "OPTIONS": CUSTOMERS,
+        "POST": by_role(NOT_AUTHENTICATED, (409, "line_closed"), (409, "line_closed"), (409, "line_closed")),
+        "other": CUSTOMERS_REFUSED,
+    },
+    "api:order-hold-checkout": {"POST": each(NOT_FOUND), "OPTIONS": each(OK), "other": each(NOT_ALLOWED)},
     "api:schema": {"GET": each(OK), "HEAD": each(OK), "OPTIONS": each(OK), "other": each(NOT_ALLOWED)},
     "api:docs": {"GET": each(OK), "HEAD": each(OK), "other": each(NOT_ALLOWED_HTML)},
 }
@@ -202,6 +213,8 @@ BODIES = {
     "api:order-list": {"items": [{"sku": "MUG", "quantity": 1}]},
     "api:checkout-quote": {"items": [{"sku": "MUG", "quantity": 1}]},
     "api:order-pay": {},
+    "api:drop-line": {"sku": "MUG"},
+    "api:order-hold-checkout": {},
     "api:order-refund": {"restock": True},
     "api:order-ship": {"carrier": "DHL", "tracking_number": "00340434161094015902"},
     "api:order-returns": {"lines": [{"sku": "MUG", "quantity": 1}], "reason": "too big"},
