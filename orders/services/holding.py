@@ -70,11 +70,14 @@ def drop_line_pass(*, drop: Drop, rate_measured: float = 0.0) -> PassResult:
         "rate": round(rate_measured or (settings.DROP_ADMISSIONS_PER_SECOND if selling else 0), 1),
     }
     line.news_publish(drop_id=drop.pk, news=news, major=major)
-    if state != LineState.OPEN:
+    if state not in (LineState.OPEN, LineState.SOLD_OUT):  # sold out: claims a dead runner left are finished
         return PassResult(state, 0, 0, 0)
     rate = settings.DROP_ADMISSIONS_PER_SECOND
     claims = line.line_claim(
-        drop_id=drop.pk, free={vid: n for vid, n in free.items() if vid in selling}, rate=rate, burst=max(1, int(rate))
+        drop_id=drop.pk,
+        free={vid: n for vid, n in free.items() if vid in selling and n > 0},
+        rate=rate,
+        burst=max(1, int(rate)),
     )
     skus = {e.variant_id: e.variant.sku for e in entries}
     counts = {"admitted": 0, "back": 0, "refused": 0}
