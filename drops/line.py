@@ -132,9 +132,9 @@ def line_settle(*, drop_id: int, ticket: int, outcome: str, order: str = "", cod
 
 
 def line_admitted(*, drop_id: int) -> list[int]:
-    """The tickets admitted, in the order they were admitted (for the line's report)."""
+    """The tickets admitted, in the order the line took them (their claims'; holds are placed after)."""
     redis, _ = _client()
-    return [int(ticket) for ticket in redis.lrange(f"{_base(drop_id)}:admitted", 0, -1)]
+    return [int(ticket) for ticket in redis.zrange(f"{_base(drop_id)}:admitted", 0, -1)]
 
 
 def news_publish(*, drop_id: int, news: dict, major: dict) -> bool:

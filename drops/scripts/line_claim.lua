@@ -39,7 +39,7 @@ while tokens >= 1 do
     free[best] = 0
   else
     redis.call('ZREM', base .. ':q:' .. best, best_ticket)
-    redis.call('HSET', key, 'st', 'c')
+    redis.call('HSET', key, 'st', 'c', 'claimed', redis.call('INCR', base .. ':claims'))
     redis.call('ZADD', base .. ':claimed', now, best_ticket)
     redis.call('HINCRBY', base .. ':inflight', best, quantity)
     free[best] = free[best] - quantity

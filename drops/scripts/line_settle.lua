@@ -9,7 +9,7 @@ redis.call('ZREM', base .. ':claimed', ticket)
 redis.call('HINCRBY', base .. ':inflight', f[2], -tonumber(f[3]))
 if outcome == 'admitted' then
   redis.call('HSET', key, 'st', 'a', 'order', ARGV[4], 'until', ARGV[6])
-  redis.call('RPUSH', base .. ':admitted', ticket)
+  redis.call('ZADD', base .. ':admitted', redis.call('HGET', key, 'claimed'), ticket)
   redis.call('INCR', base .. ':admitted_count')
 elseif outcome == 'back' then
   redis.call('HSET', key, 'st', 'w')

@@ -331,3 +331,22 @@ def _log_release_failed(skus: list[str], exc: Exception) -> None:
         exc,
         settings.LOCK_TTL_SECONDS,
     )
+
+
+@contextmanager
+def lease(name: str, *, seconds: float) -> Iterator[bool]:
+    """A turn at ``name`` that only one process has at a time, not waited for: True if this caller has it
+    (a drop's line runner passes over its line alone, so what it read of the stock stays true while it
+    admits). Lapses after ``seconds`` if its holder dies; a stall past them lets a second turn in, and
+    the database's guards still decide every unit."""
+    client, make_key = lock_client()
+    turn = redis.lock.Lock(client, make_key(f"lease:{name}"), timeout=seconds, blocking=False)
+    held = turn.acquire()
+    try:
+        yield held
+    finally:
+        if held:
+            try:
+                turn.release()
+            except LockNotOwnedError:
+                logger.warning("the lease %s lapsed before its turn ended", name)

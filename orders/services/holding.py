@@ -23,6 +23,7 @@ from drops.models import Drop
 from drops.rules import LineState, line_state, units_shown
 from drops.selectors import drop_entries
 from inventory.errors import InsufficientStock
+from inventory.locks import lease
 from inventory.models import Stock
 from orders.models import Order
 from orders.services.placing import order_place
@@ -43,8 +44,21 @@ def hold_key(*, drop_id: int, ticket: int) -> str:
     return f"drop-{drop_id}-{ticket}"
 
 
+# A pass takes well under a second; a runner that died frees its turn after this long.
+PASS_LEASE_SECONDS = 10
+
+
 def drop_line_pass(*, drop: Drop, rate_measured: float = 0.0) -> PassResult:
-    """Publish the drop's news and admit the heads of its line for the units free now."""
+    """Publish the drop's news and admit the heads of its line for the units free now. One runner passes
+    over a line at a time (a lease): what it read of the units stays true while it admits, so no later
+    place is admitted before an earlier one. A runner that finds the turn taken skips the drop."""
+    with lease(f"drop-line:{drop.pk}", seconds=PASS_LEASE_SECONDS) as turn:
+        if not turn:
+            return PassResult("busy", 0, 0, 0)
+        return _line_pass(drop, rate_measured)
+
+
+def _line_pass(drop: Drop, rate_measured: float) -> PassResult:
     entries = drop_entries(drop=drop)
     variant_ids = [entry.variant_id for entry in entries]
     units = {

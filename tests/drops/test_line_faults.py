@@ -62,7 +62,7 @@ def test_redis_down_pauses_the_line_and_it_resumes_in_order(make_drop, django_us
 
                 wait_for(lambda: place(first)[1]["state"] == "admitted", timeout=20, what="the first admitted")
                 held = place(first)[1]["order"]
-                assert place(second)[1]["state"] == "sold_out"
+                wait_for(lambda: place(second)[1]["state"] == "sold_out", timeout=5, what="sold out told")
 
                 redis_command(redis.port, "SHUTDOWN", "SAVE")  # down, its keys kept on disk as AOF/RDB keeps them
                 redis.proc.wait(10)
@@ -97,6 +97,7 @@ def _pass_killed_at(*, drop_id: int, step: str) -> None:
     def die(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGKILL)
 
+    holding.PASS_LEASE_SECONDS = 1  # its turn lapses soon after it dies
     if step == "before_hold":
         holding.order_place = die
     else:
@@ -117,6 +118,7 @@ def test_a_runner_killed_mid_admission_is_repaired_by_the_next_pass(make_drop, m
     assert run_process(_pass_killed_at, drop_id=drop.pk, step=step) == -signal.SIGKILL
     assert Order.objects.count() == (1 if step == "after_hold" else 0)
     assert line.line_status(drop_id=drop.pk, ticket=1).state == line.State.CLAIMED
+    time.sleep(1.2)  # the dead runner's turn lapses
     monkeypatch.setattr(line, "CLAIM_STALE_MS", 0)  # the claim is old enough to be taken over at once
     assert drop_line_pass(drop=drop).admitted == 1
     order = Order.objects.get()
