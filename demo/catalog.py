@@ -73,7 +73,9 @@ DEMO_TAX_RATES = [
 DEMO_STAFF_USERNAME = "staff"
 
 # Enough to run the shop from the admin: catalog, stock, orders, payments, fulfilment, rates, vouchers.
-STAFF_APPS = ["shop", "inventory", "orders", "payments", "fulfilment", "shipping", "tax", "vouchers", "accounts"]
+STAFF_APPS = [
+    "shop", "inventory", "orders", "payments", "fulfilment", "shipping", "tax", "vouchers", "drops", "accounts",
+]  # fmt: skip
 
 
 @dataclass

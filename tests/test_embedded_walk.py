@@ -1,7 +1,8 @@
 """The embedded mode as a newcomer meets it: ``bin/run`` with nothing configured (SQLite, the embedded Redis),
 walked through HTTP the way its users go: browsing, cart, checkout with an address, paid shipping, tax and
-a voucher, paying after a decline, an account, staff shipping, refunding and taking a return, and every
-command the README names, run beside it. No answer may be a 500, and no log may hold a traceback.
+a voucher, a drop's line (joined, admitted, the held unit checked out and paid), paying after a decline,
+an account, staff shipping, refunding and taking a return, and every command the README names, run
+beside it. No answer may be a 500, and no log may hold a traceback.
 
 One shop serves the whole module (starting it costs seconds); its tests run in order, each a stage of the
 walk, handing what it made to the next through ``walk``.
@@ -200,6 +201,31 @@ def test_a_guest_checks_out_on_the_pages_with_an_address_paid_shipping_tax_and_d
     assert "DROP10" in browser.page
 
 
+def test_a_guest_joins_the_demo_drops_line_is_admitted_checks_out_the_held_unit_and_pays(shop):
+    """The seeded drop: the product page leads to the line, bin/run's runner admits, the unit is held."""
+    browser = Browser(shop.url)
+    browser.open("/products/DROP-SNEAKER-41/")
+    line_page = re.search(r'href="(/drops/\d+/)"', browser.page)
+    assert line_page, browser.page[:3000]
+    browser.open(line_page[1])
+    assert browser.submit("email", sku="DROP-SNEAKER-41", email="dropper@example.com") == 200
+    assert "in line" in browser.page or "You're in" in browser.page, browser.page[:3000]
+    wait_for(lambda: browser.open(line_page[1]) == 200 and "You're in" in browser.page, timeout=30,
+             what="the line's runner to admit the guest")  # fmt: skip
+    browser.open(re.search(r'href="(/orders/\w+/checkout/)"', browser.page)[1])
+    assert "held for you" in browser.page
+    address = {f"shipping-{name}": value for name, value in ADDRESS_DE.items()}
+    browser.submit("idempotency_key", action="update", **address)
+    form = browser.form("idempotency_key")
+    assert browser.open(form["action"] or browser.at, form["fields"] | {"action": "place"}) == 200
+    assert "/orders/" in browser.at and "/checkout/" not in browser.at, browser.page[:3000]
+    order_page = browser.at
+    browser.submit("/pay/")
+    browser.submit("outcome", outcome="pay")
+    wait_for(lambda: browser.open(order_page) == 200 and "Paid" in browser.page, timeout=60,
+             what="the drop's order paid")  # fmt: skip
+
+
 def test_a_buyer_signs_up_verifies_from_the_email_and_logs_in(shop, walk):
     body = {"username": "walker", "email": "walker@example.com", "password": PASSWORD}
     status, answer = api(shop, "POST", "/api/accounts/signup/", body=body)
@@ -283,6 +309,7 @@ README_COMMANDS = [
     (["createsuperuser", "--noinput", "--username", "boss", "--email", "boss@example.com"], 0),
     (["reconcile"], 0),
     (["reconcile", "--full"], 0),
+    (["drop_line", "--once"], 0),
     (["release_expired", "--dry-run"], 0),
     (["release_expired"], 0),
     (["reset_locks"], 0),
@@ -319,7 +346,7 @@ def test_the_beat_tasks_ran_and_no_log_holds_a_traceback(shop):
     time.sleep(2)  # the last emails and sweeps
     worker = (shop.var / "worker.log").read_text()
     assert re.search(r"reconcile_stock\[[\w-]+\] succeeded", worker), worker[-5000:]  # beat's, every 15 s
-    for name in ("worker.log", "beat.log"):
+    for name in ("worker.log", "beat.log", "drop_line.log"):
         text = (shop.var / name).read_text()
         assert "Traceback" not in text and "ERROR" not in text, f"{name}:\n{text[-5000:]}"
     assert "Traceback" not in shop.output, shop.output[-5000:]
