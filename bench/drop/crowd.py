@@ -6,9 +6,9 @@ after a timeout or a dropped connection, and after a 503 or 429 once its Retry-A
 
     python -m bench.drop.crowd PLAN.json OUT.json
 
-The plan (``bench.drop.shop``) says the scenario: ``line`` (join, wait as told, check out if admitted),
-``off`` and ``plain`` (place the order directly at ``order_path``), or ``paced`` (one kind of request at
-a fixed rate, for the CPU per request), and optionally a catalog side load (``GET /``).
+The plan (``bench.drop.shop``) says the scenario: with a ``drop``, its line (join, wait as told, check
+out if admitted); without, the order placed directly at ``order_path``; or ``paced`` (one kind of
+request at a fixed rate, for the CPU per request); and optionally a catalog side load (``GET /``).
 """
 
 import asyncio
@@ -100,7 +100,7 @@ class Crowd:
     async def buyer(self, buyer: dict, record: dict) -> None:
         await asyncio.sleep(max(0.0, self.plan["start_at"] + buyer["arrival"] - time.time()))
         record["sent_at"] = time.time()
-        if self.plan["scenario"] == "line":
+        if self.plan["drop"]:
             await self.line_buyer(buyer, record)
         else:
             await self.order_buyer(buyer, record)

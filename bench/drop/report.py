@@ -60,6 +60,7 @@ def figures(name: str, result: dict, crowd: list[dict], units: int) -> dict:
         "catalog_p99": percentiles([ms for _, ms, _ in result["catalog"]])["p99"],
         "cpu": result["cpu"],
         "crowd_cpu": result["cpu_seconds"],
+        "runner_restarts": result["runner_restarts"],
         "kinds": result["kinds"],
         "answered_at": sorted(r["final_at"] - first for r in answered),
     }
@@ -163,6 +164,7 @@ def markdown(results: dict, crowd: list[dict]) -> str:
         ],
         ["runner / Celery worker CPU, s", *(f"{r['cpu']['runner']:.1f} / {r['cpu']['worker']:.1f}" for r in each)],
         ["runner CPU per admission (a hold placed), ms", *(_per_admission(r) for r in each)],
+        ["the runner died and was started again", *(r["runner_restarts"] for r in each)],
         ["MariaDB / Redis CPU, s", *(f"{r['cpu']['mariadb']:.1f} / {r['cpu']['redis']:.1f}" for r in each)],
         ["the crowd's own CPU, s", *(f"{r['crowd_cpu']:.1f}" for r in each)],
     ]

@@ -141,7 +141,9 @@ class Shop:
         self.server.port, self.server.url = APP_PORT, f"http://127.0.0.1:{APP_PORT}"
         self.server.__enter__()
         LOGS.mkdir(parents=True, exist_ok=True)
-        self.runner = self._start("runner", [BIN / "python", "manage.py", "drop_line"])
+        for old in LOGS.glob("*.log"):
+            old.unlink()
+        self.runner, self.runner_restarts, self.runner_cpu_before = self._runner(), [], 0.0
         celery = [BIN / "celery", "-A", "config", "worker", "--pool", "solo", "--loglevel", "WARNING"]
         self.worker = self._start("worker", celery)
         self.stopping = threading.Event()
@@ -149,13 +151,23 @@ class Shop:
         self.sweeper.start()
         return self
 
+    def _runner(self) -> subprocess.Popen:
+        return self._start("runner", [BIN / "python", "manage.py", "drop_line"])
+
     def _start(self, name: str, command: list) -> subprocess.Popen:
-        log = open(LOGS / f"{name}.log", "wb")  # noqa: SIM115 - the child writes it until the end
+        log = open(LOGS / f"{name}.log", "ab")  # noqa: SIM115 - the child writes it until the end
         return subprocess.Popen(command, cwd=ROOT, env=self.server.env, stdout=log, stderr=subprocess.STDOUT)
 
     def _sweep(self) -> None:
-        """Expire lapsed holds and unpaid orders, as beat's sweep does: their units go back to the line."""
+        """Expire lapsed holds and unpaid orders, as beat's sweep does: their units go back to the line.
+        And start the runner again if it died, as a process supervisor does (each restart is reported)."""
+        runner_cpu = 0.0
         while not self.stopping.wait(SWEEP_SECONDS):
+            if self.runner.poll() is None:
+                runner_cpu = proc_cpu(self.runner.pid)
+            else:
+                self.runner_restarts.append(time.time())
+                self.runner_cpu_before, self.runner = self.runner_cpu_before + runner_cpu, self._runner()
             try:
                 order_release_expired(batch_size=500)
             except Exception:  # the next pass tries again; the run must not lose its sweep
@@ -186,7 +198,7 @@ class Shop:
         workers = sum(proc_cpu(pid) for pid in self.gunicorn_pids())
         return {
             "gunicorn": proc_cpu(self.server.proc.pid, reaped=True) + workers,
-            "runner": proc_cpu(self.runner.pid),
+            "runner": self.runner_cpu_before + (proc_cpu(self.runner.pid) if self.runner.poll() is None else 0.0),
             "worker": proc_cpu(self.worker.pid),
         } | server_cpu()
 
@@ -199,15 +211,17 @@ class Shop:
             time.sleep(0.2)
 
     def crowd(self, plan: dict) -> dict:
-        """Run ``bench.drop.crowd`` on ``plan``; its result, with the shop's CPU spent meanwhile (``cpu``)."""
+        """Run ``bench.drop.crowd`` on ``plan``; its result, with the shop's CPU spent meanwhile (``cpu``) and
+        how often the runner died and was started again."""
         with tempfile.TemporaryDirectory(prefix="dropcrowd-") as tmp:
             plan_path, out_path = Path(tmp) / "plan.json", Path(tmp) / "out.json"
             plan_path.write_text(json.dumps(plan | {"url": self.server.url, "webhook_secret": WEBHOOK_SECRET}))
-            before = self.cpu()
+            before, restarts = self.cpu(), len(self.runner_restarts)
             subprocess.run([sys.executable, "-m", "bench.drop.crowd", plan_path, out_path], cwd=ROOT, check=True)
             after = self.cpu()
             result = json.loads(out_path.read_text())
-        return result | {"cpu": {name: after[name] - before[name] for name in after}}
+        cpu = {name: after[name] - before[name] for name in after}
+        return result | {"cpu": cpu, "runner_restarts": len(self.runner_restarts) - restarts}
 
 
 def events_settled(timeout: float = 60) -> int:

@@ -56,7 +56,9 @@ def history(settings):
 
 def test_the_history_has_every_status_with_its_lines_reservations_and_ledger_and_the_books_balance(history):
     assert f"{ORDERS} orders (20 awaiting payment, 7 of them overdue) over {SKUS} SKUs" in history
-    assert set(Order.objects.values_list("status", flat=True)) == set(Order.Status.values)
+    # Every status an order keeps for longer than a drop's checkout window: a hold lives minutes, while a
+    # line runs, and the history's drops are over.
+    assert set(Order.objects.values_list("status", flat=True)) == set(Order.Status.values) - {Order.Status.HELD}
     assert ProductVariant.objects.filter(sku__startswith="HIST-").count() == SKUS
     lines_per_order = Counter(Order.objects.annotate(line_count=Count("lines")).values_list("line_count", flat=True))
     assert set(lines_per_order) == {1, 2, 3}
