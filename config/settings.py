@@ -7,6 +7,7 @@ so every process shares one lock store and runs the same code path as in product
 
 import ipaddress
 import re
+import urllib.parse
 from datetime import timedelta
 from pathlib import Path
 
@@ -250,6 +251,10 @@ LOCK_CACHE_ALIAS = "locks"
 DROP_ADMISSIONS_PER_SECOND = env.float("DROP_ADMISSIONS_PER_SECOND", default=50.0)
 # How often the line's runner (``manage.py drop_line``) passes: admits, publishes the news.
 DROP_LINE_PASS_SECONDS = env.float("DROP_LINE_PASS_SECONDS", default=0.2)
+# Where the waiting pages listen for the lines' news (server-sent events from ``uvicorn config.push:app``,
+# beside gunicorn): a path the proxy routes to it, or its own origin (bin/run's, added to the CSP's
+# connect-src). Empty: the pages read the shared news answer every 2 s instead.
+DROP_EVENTS_URL = env("DROP_EVENTS_URL", default="")
 # Signs the line's passes (cookie and API token): a pass names a drop and a place.
 DROP_PASS_MAX_AGE_SECONDS = env.int("DROP_PASS_MAX_AGE_SECONDS", default=2 * 86_400)
 
@@ -536,6 +541,9 @@ STORAGES = {
 }
 # Images served from elsewhere (an S3 store, a CDN) are the shop's own: the policy lets the pages show them.
 CONTENT_SECURITY_POLICY["DIRECTIVES"]["img-src"] += media_origins(media_url=MEDIA_URL, storage=STORAGES["default"])
+if DROP_EVENTS_URL.startswith(("http://", "https://")):  # the push process on its own origin (bin/run's)
+    _events = urllib.parse.urlsplit(DROP_EVENTS_URL)
+    CONTENT_SECURITY_POLICY["DIRECTIVES"]["connect-src"].append(f"{_events.scheme}://{_events.netloc}")
 # Uploads larger than this are refused before Pillow opens them; so are images of more pixels.
 PRODUCT_IMAGE_MAX_BYTES = env.int("PRODUCT_IMAGE_MAX_BYTES", default=10 * 1024 * 1024)
 PRODUCT_IMAGE_MAX_PIXELS = env.int("PRODUCT_IMAGE_MAX_PIXELS", default=40_000_000)

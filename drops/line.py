@@ -27,7 +27,6 @@ from redis.exceptions import RedisError
 
 # A claim not settled within this long was left by a process that died: the next pass finishes it.
 CLAIM_STALE_MS = 30_000
-NEWS_CHANNEL = "drops:news"
 NEWS_MINOR_EVERY_MS = 2_000  # every drop's news, published as it changes (``drops.push`` relays it)
 # News no runner pass confirmed for this long: the runner is down, and the line is paused as if Redis were.
 NEWS_STALE_MS = 10_000
@@ -89,6 +88,13 @@ def _base(drop_id: int) -> str:
     return _client()[1](f"drop:{int(drop_id)}")
 
 
+def news_channel() -> str:
+    """The channel the lines' news is published on: Pub/Sub spans a server's databases, so it names the
+    shop's key prefix and database (two shops, or test runs, on one server never hear each other)."""
+    redis, make_key = _client()
+    return f"{make_key('drops:news')}:{redis.connection_pool.connection_kwargs.get('db', 0)}"
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -142,7 +148,7 @@ def news_publish(*, drop_id: int, news: dict, major: dict) -> bool:
     learn fast: the state, the units) changed, else at most every ``NEWS_MINOR_EVERY_MS``. True if it did."""
     body = json.dumps(news, sort_keys=True, separators=(",", ":"))
     major = json.dumps(major, sort_keys=True, separators=(",", ":"))
-    args = [_base(drop_id), body, NEWS_CHANNEL, drop_id, _now_ms(), major, NEWS_MINOR_EVERY_MS]
+    args = [_base(drop_id), body, news_channel(), drop_id, _now_ms(), major, NEWS_MINOR_EVERY_MS]
     return bool(_script("news_publish")(args=args))
 
 

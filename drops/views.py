@@ -37,7 +37,9 @@ def drop_line(request, pk: int):
     except LinePaused as paused:
         return _page(request, "drops/paused.html", {"detail": paused.detail}, status=503, refresh=PAUSED_POLL_SECONDS)
     if told is not None:
-        return _page(request, "drops/waiting.html", {"told": told, "news": news}, refresh=told.poll)
+        events = f"{settings.DROP_EVENTS_URL}{pk}/" if settings.DROP_EVENTS_URL else ""
+        context = {"told": told, "news": news, "events_url": events}
+        return _page(request, "drops/waiting.html", context, refresh=told.poll)
     state = news["state"] if news else LineState.NOT_OPEN
     refresh = POLL_MAX_SECONDS // 4 if state == LineState.NOT_OPEN else 0
     return _page(request, "drops/join.html", {"pk": pk, "news": news, "state": state}, refresh=refresh)

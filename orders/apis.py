@@ -149,7 +149,11 @@ class OrderCollectionApi(generics.ListAPIView):
                 "malformed_json, idempotency_key_required",
             ),
             401: UNAUTHENTICATED,
-            403: CSRF_REFUSED,
+            403: OpenApiResponse(
+                ErrorSerializer,
+                description="not_admitted (drop, line: the URL to join): a drop's product sells only to the buyers "
+                "its line admits, as holds; permission_denied: session auth without a CSRF token",
+            ),
             409: OpenApiResponse(
                 OrderRefusedSerializer,
                 description="insufficient_stock, per SKU; limit_exceeded (sku, limit, held, allowed); "
@@ -222,7 +226,11 @@ class CheckoutQuoteApi(APIView):
                 "goods), invalid_quantity, duplicate_line, unknown_sku, product_unavailable, malformed_json",
             ),
             401: UNAUTHENTICATED,
-            403: CSRF_REFUSED,
+            403: OpenApiResponse(
+                ErrorSerializer,
+                description="not_admitted (drop, line: the URL to join): a drop's product sells only to the buyers "
+                "its line admits, as holds; permission_denied: session auth without a CSRF token",
+            ),
             409: OpenApiResponse(
                 OrderRefusedSerializer,
                 description="sale_not_started; shipping_unavailable (country); shipping_method_unavailable "

@@ -51,7 +51,9 @@ def running_shop(env: dict):
     Its output is read all along (the web server logs every request to it: a pipe left unread would fill
     and stop the server), into ``Shop.lines``."""
     port = free_port()
-    env = {**env, "PORT": str(port), "PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root")}
+    env = {**env, "PORT": str(port), "EVENTS_PORT": str(free_port()), "PATH": os.environ["PATH"]} | {
+        "HOME": os.environ.get("HOME", "/root")
+    }
     proc = subprocess.Popen(
         ["bash", "bin/run"],
         cwd=ROOT,
