@@ -121,7 +121,7 @@ class LockState(IntEnum):
 
 # --- Requests and answers --------------------------------------------------------------------------
 
-WIRE_VERSION = 2  # the shape of the requests and answers: bump it with any change to them
+WIRE_VERSION = 3  # the shape of the requests and answers: bump it with any change to them
 
 
 def request_tag(kind: str) -> bytes:

@@ -20,7 +20,7 @@ PLACE = (
     b'{"customer_id":null,"email":"b@example.com","scope":"email:b@example.com","buyer":"email:b@example.com",'
     b'"client_address":"10.0.0.1","idempotency_key":"k","key_hash":"h","fingerprint":"f",'
     b'"lines":[{"sku":"HOT","quantity":2}],"shipping_address":null,"billing_address":null,'
-    b'"shipping_method_id":null,"voucher_code":"DROP20","given":{}}'
+    b'"shipping_method_id":null,"voucher_code":"DROP20","given":{},"hold_seconds":0}'
 )
 RESERVE_REQUEST = _ReserveRequest(datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC), (ReservationLine("HOT", 11, 7, 2),))
 PLACE_REQUEST = PlaceRequest(
