@@ -416,6 +416,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Two "state" enums: a place's in a drop's line, and the line's own.
+    "ENUM_NAME_OVERRIDES": {
+        "DropPlaceStateEnum": "drops.apis.PLACE_STATES",
+        "DropLineStateEnum": "drops.apis.LINE_STATES",
+    },
 }
 
 # --- Celery -----------------------------------------------------------------------------------

@@ -16,6 +16,9 @@ from drops.models import UNITS_PER_BUYER_MAX
 from drops.waiting import line_enter, news_current, place_told
 from shop.models import SKU_MAX_LENGTH
 
+# What the API says of a place, and of the line (``drops.waiting.Told``, ``drops.rules.LineState``).
+PLACE_STATES = ["waiting", "admitted", "refused", "sold_out", "closed"]
+LINE_STATES = ["not_open", "open", "sold_out", "closed"]
 PASS = OpenApiParameter(
     passes.HEADER, str, OpenApiParameter.HEADER, required=True, description="The pass joining answered."
 )
@@ -29,7 +32,7 @@ PASS_REFUSED = OpenApiResponse(ErrorSerializer, description="pass_invalid: missi
 class PlaceOutputSerializer(serializers.Serializer):
     drop = serializers.IntegerField()
     ticket = serializers.IntegerField(help_text="The place's arrival number.")
-    state = serializers.ChoiceField(["waiting", "admitted", "refused", "sold_out", "closed"])
+    state = serializers.ChoiceField(PLACE_STATES)
     ahead = serializers.IntegerField(help_text="Places ahead of this one for the same product.")
     sku = serializers.CharField()
     quantity = serializers.IntegerField()
@@ -124,7 +127,7 @@ class DropNewsApi(APIView):
     authentication_classes, permission_classes, throttle_classes = [], [AllowAny], []
 
     class NewsOutputSerializer(serializers.Serializer):
-        state = serializers.ChoiceField(["not_open", "open", "sold_out", "closed"])
+        state = serializers.ChoiceField(LINE_STATES)
         variants = serializers.DictField(help_text="By variant id: sku, name, units (plenty, few, sold_out).")
         rate = serializers.FloatField(help_text="Buyers admitted a second, as measured.")
 
