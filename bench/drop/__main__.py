@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PRESETS = {  # the crowd and the drop; requests per kind for the CPU, seconds waited for a quiet machine
     "full": {"buyers": 10_000, "seconds": 10.0, "units": 500, "window": 30, "deadline": 150}
     | {"calibrate": 2000, "quiet": 30, "catalog_after": 20, "scenarios": ("line", "shared", "off", "plain")},
-    "quick": {"buyers": 1_000, "seconds": 5.0, "units": 50, "window": 10, "deadline": 30}
-    | {"calibrate": 100, "quiet": 0, "catalog_after": 3, "scenarios": ("line", "off", "plain")},
+    "quick": {"buyers": 1_000, "seconds": 5.0, "units": 50, "window": 10, "deadline": 25}
+    | {"calibrate": 50, "quiet": 0, "catalog_after": 3, "scenarios": ("line", "off", "plain")},
 }
 SIZES = 5
 ABANDON = 0.1  # of the buyers a drop admits (or whose order is placed), this share never pays
@@ -40,6 +40,7 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--report", type=Path, help="markdown to rewrite between its drop:results markers")
     parser.add_argument("--plot", type=Path, help="the PNG (default docs/drop.png; --quick: var/drop-quick.png)")
+    parser.add_argument("--again", type=Path, metavar="JSON", help="only the report and plot of a run's raw figures")
     parser.add_argument("--json", type=Path, help="the raw figures (default var/drop.json, var/drop-quick.json)")
     args = parser.parse_args()
     preset = PRESETS["quick" if args.quick else "full"]
@@ -77,7 +78,7 @@ def calibrate(shop, args, tokens, drop, skus, ample_sku, shipped) -> dict:
 
     def paced(kind: str, requests: list[dict]) -> dict:
         plan = {"scenario": "paced", "kind": kind, "requests": requests, "rate": CALIBRATE_RATES[kind]}
-        result = shop.crowd(plan | {"start_at": time.time() + 2, "deadline": 600} | shipped)
+        result = shop.crowd(plan | {"start_at": time.time() + 1.5, "deadline": 600} | shipped)
         ok = sum(n for status, n in result["kinds"].get(kind, {}).get("statuses", {}).items() if int(status) < 300)
         out[kind] = {"requests": len(requests), "ok": ok, "rate": CALIBRATE_RATES[kind]}
         out[kind] |= {"gunicorn_ms": result["cpu"]["gunicorn"] * 1000 / max(ok, 1)}
@@ -109,11 +110,13 @@ def calibrate(shop, args, tokens, drop, skus, ample_sku, shipped) -> dict:
 def catalog_only(shop, shipped: dict, catalog: dict) -> dict:
     """The catalog side load alone: no buyer, no other request."""
     plan = {"scenario": "paced", "kind": "none", "requests": [], "rate": 1, "deadline": 600, "catalog": catalog}
-    return shop.crowd(plan | shipped | {"start_at": time.time() + 2})
+    return shop.crowd(plan | shipped | {"start_at": time.time() + 1.5})
 
 
 def main() -> None:
     args = arguments()
+    if args.again:
+        return write_report(json.loads(args.again.read_text()), args)
     os.environ.setdefault("DATABASE_URL", "mysql://root:@127.0.0.1:3306/dropbench")
     os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/12")
     os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/13")
@@ -129,7 +132,7 @@ def main() -> None:
     from django.conf import settings
     from django.utils import timezone
 
-    from bench.drop import report, shop
+    from bench.drop import shop
     from bench.reserve import wait_for_quiet_machine
     from bench.shipping import ADDRESS, bench_shipping_method
     from drops import line
@@ -156,13 +159,15 @@ def main() -> None:
     crowd = crowd_of(args, tokens)
     results = {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "scenarios": {}}
     results |= {"setup_seconds": setup_seconds, "catalog_rate": CATALOG_RATE}
+    results["crowd"] = [{k: v for k, v in b.items() if k != "token"} for b in crowd]
+    args.json.parent.mkdir(parents=True, exist_ok=True)
     with shop.Shop() as running:
         for name in LINES:
             if name in drops:
                 running.news_wait(drops[name])
         running.news_wait(calibration)
         say(started, "warming up, then the CPU per request kind")
-        catalog_only(running, shipped, {"seconds": 4, "rate": 20})  # every worker has served a page
+        catalog_only(running, shipped, {"seconds": 2, "rate": 40})  # every worker has served a page
         skus = [v.sku for v in calibration.variants.order_by("pk")]
         results["calibration"] = calibrate(running, args, tokens, calibration, skus, ample.sku, shipped)
         wait_for_quiet_machine(timeout=args.quiet)
@@ -191,15 +196,23 @@ def main() -> None:
             result["placed"] = shop.placed_times(variants[name])
             if name in LINES:
                 result["admitted"] = line.line_admitted(drop_id=drops[name].pk)
+                drops[name].line_on = False  # its buyers are gone: the runner admits no one more for it
+                drops[name].save(update_fields=["line_on"])
             result["start_at"] = plan["start_at"]
             results["scenarios"][name] = result
+            args.json.write_text(json.dumps(results))  # kept as it goes: a failure later loses no scenario
     results["seconds"] = time.monotonic() - started
-    args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results))
     say(started, f"done; raw figures in {args.json}")
-    text = report.markdown(results, crowd)
+    write_report(results, args)
+
+
+def write_report(results: dict, args) -> None:
+    from bench.drop import report
+
+    text = report.markdown(results)
     print(text)
-    report.plot(results, crowd, args.plot)
+    report.plot(results, args.plot)
     if args.report:
         report.rewrite(args.report, text)
 

@@ -47,8 +47,8 @@ def percentiles(values: list[float]) -> dict:
 
 
 class Crowd:
-    def __init__(self, plan: dict, http: aiohttp.ClientSession):
-        self.plan, self.http, self.url = plan, http, plan["url"]
+    def __init__(self, plan: dict, http: aiohttp.ClientSession, cache: aiohttp.ClientSession):
+        self.plan, self.http, self.cache, self.url = plan, http, cache, plan["url"]
         self.stop = plan["start_at"] + plan["deadline"]
         self.latencies: dict[str, list[float]] = {}
         self.statuses: dict[str, Counter] = {}
@@ -56,11 +56,12 @@ class Crowd:
         self.news, self.news_fresh_until = None, 0.0
         self.shipped = {"shipping_address": plan["address"], "shipping_method": plan["method"]}
 
-    async def send(self, kind: str, method: str, path: str, **request) -> Answer | None:
-        """One request; None when it timed out or its connection failed (both counted per kind)."""
+    async def send(self, kind: str, method: str, path: str, *, via=None, **request) -> Answer | None:
+        """One request (``via`` a session other than the crowd's pool); None when it timed out or its
+        connection failed (both counted per kind)."""
         started = time.time()
         try:
-            async with self.http.request(method, self.url + path, **request) as response:
+            async with (via or self.http).request(method, self.url + path, **request) as response:
                 raw = await response.read()
                 status, retry = response.status, response.headers.get("Retry-After")
         except TimeoutError:
@@ -148,15 +149,16 @@ class Crowd:
                 return self.final(record, f"poll {place.status}") if place else None
 
     async def news_read(self) -> Answer | None:
-        """The shared news. With ``news_shared``, one read at a time serves everyone for its max-age, as a
-        proxy or CDN in front of the shop would serve it; otherwise each buyer's read reaches gunicorn, as
-        the waiting page's script asks (``cache: "no-store"``)."""
+        """The shared news. With ``news_shared``, one read at a time, on a connection of its own, serves
+        everyone for its max-age, as a proxy or CDN in front of the shop would serve it; otherwise each
+        buyer's read reaches gunicorn, as the waiting page's script asks (``cache: "no-store"``)."""
         path = f"/api/drops/{self.plan['drop']}/news/"
         if not self.plan["news_shared"]:
             return await self.send("news", "GET", path)
         if self.news is None or time.time() >= self.news_fresh_until:
             # In flight, it serves everyone who asks meanwhile; answered, it is fresh for its max-age.
-            self.news, self.news_fresh_until = asyncio.ensure_future(self.send("news", "GET", path)), float("inf")
+            read = self.send("news", "GET", path, via=self.cache)  # the cache's own connection to the shop
+            self.news, self.news_fresh_until = asyncio.ensure_future(read), float("inf")
             self.news.add_done_callback(lambda _: setattr(self, "news_fresh_until", time.time() + NEWS_MAX_AGE))
         return await asyncio.shield(self.news)
 
@@ -242,8 +244,11 @@ async def catalog_load(url: str, *, start_at: float, seconds: float, rate: float
 async def run(plan: dict) -> dict:
     connector = aiohttp.TCPConnector(limit=CONNECTIONS, limit_per_host=CONNECTIONS, keepalive_timeout=KEEPALIVE)
     timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
-        crowd = Crowd(plan, http)
+    async with (
+        aiohttp.ClientSession(connector=connector, timeout=timeout) as http,
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1, keepalive_timeout=KEEPALIVE)) as cache,
+    ):
+        crowd = Crowd(plan, http, cache)
         side = plan.get("catalog")
         catalog = (
             asyncio.ensure_future(catalog_load(plan["url"], start_at=plan["start_at"], **side))

@@ -128,8 +128,8 @@ def _s(value: float) -> str:
     return f"{value:.1f}" if value != math.inf else "never"
 
 
-def markdown(results: dict, crowd: list[dict]) -> str:
-    args, units = results["args"], results["args"]["units"]
+def markdown(results: dict) -> str:
+    args, units, crowd = results["args"], results["args"]["units"], results["crowd"]
     runs = {name: figures(name, result, crowd, units) for name, result in results["scenarios"].items()}
     lines = {name: run for name, run in runs.items() if "admitted" in run}
     alone = percentiles([ms for _, ms, _ in results["catalog_alone"]])["p99"]
@@ -303,14 +303,14 @@ def _codes(kind: dict) -> str:
     )
 
 
-def plot(results: dict, crowd: list[dict], path: Path) -> None:
+def plot(results: dict, path: Path) -> None:
     """Buyers with a final answer over time per scenario, and the catalog's latency beside its no-drop p99."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
-    units = results["args"]["units"]
+    units, crowd = results["args"]["units"], results["crowd"]
     figure, (answers, catalog) = pyplot.subplots(1, 2, figsize=(13, 4.8))
     for name, result in results["scenarios"].items():
         run = figures(name, result, crowd, units)

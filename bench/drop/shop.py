@@ -11,6 +11,7 @@ gives its units back within the run).
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -181,6 +182,8 @@ class Shop:
         for proc in (self.runner, self.worker):
             proc.terminate()
             proc.wait(20)
+        # Requests still queued would hold gunicorn's graceful stop past Server's wait: stop it at once.
+        self.server.proc.send_signal(signal.SIGQUIT)
         self.server.log.seek(0)
         (LOGS / "gunicorn.log").write_bytes(self.server.log.read())
         self.server.__exit__(*exc)
