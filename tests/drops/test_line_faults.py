@@ -52,7 +52,7 @@ def test_redis_down_pauses_the_line_and_it_resumes_in_order(make_drop, django_us
         try:
             with app_server(env, tmp_path / "gunicorn.log", workers=2) as (url, _):
                 base = f"{url}/api/drops/{drop.pk}"
-                wait_for(lambda: call("GET", f"{base}/news/")[1]["state"] == "open", timeout=20, what="the news")
+                wait_for(lambda: call("GET", f"{base}/news/")[1]["state"] == "open", timeout=30, what="the news")
                 joined = [call("POST", f"{base}/line/", token=t, body={"sku": sku})[1] for t in tokens]
                 assert [j["ticket"] for j in joined] == [1, 2, 3]
                 first, second, third = (j["pass_token"] for j in joined)
@@ -60,9 +60,9 @@ def test_redis_down_pauses_the_line_and_it_resumes_in_order(make_drop, django_us
                 def place(token):
                     return call("GET", f"{base}/line/", drop_pass=token)
 
-                wait_for(lambda: place(first)[1]["state"] == "admitted", timeout=20, what="the first admitted")
+                wait_for(lambda: place(first)[1]["state"] == "admitted", timeout=30, what="the first admitted")
                 held = place(first)[1]["order"]
-                wait_for(lambda: place(second)[1]["state"] == "sold_out", timeout=5, what="sold out told")
+                wait_for(lambda: place(second)[1]["state"] == "sold_out", timeout=30, what="sold out told")
 
                 redis_command(redis.port, "SHUTDOWN", "SAVE")  # down, its keys kept on disk as AOF/RDB keeps them
                 redis.proc.wait(10)

@@ -4,7 +4,7 @@ from collections import deque
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
-from django.db import close_old_connections
+from django.db import DatabaseError, close_old_connections
 
 from drops import line
 from drops.selectors import drop_list_running
@@ -40,6 +40,9 @@ class Command(BaseCommand):
                     result = drop_line_pass(drop=drop, rate_measured=rate)
                 except line.LINE_DOWN as exc:
                     logger.warning("drop %s: the line is paused, Redis is unreachable: %s", drop.pk, exc)
+                    continue
+                except DatabaseError as exc:  # a lost connection or a deadlock: the next pass reads afresh
+                    logger.warning("drop %s: pass abandoned, the database refused it: %s", drop.pk, exc)
                     continue
                 if result.admitted:
                     times.append((started, result.admitted))
