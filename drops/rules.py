@@ -42,9 +42,11 @@ def wait_estimate(*, ahead: int, rate: float) -> int | None:
     return math.ceil(ahead / rate) if rate > 0 else None
 
 
-def poll_after(estimate: int | None) -> int:
-    """When a waiting page asks again: at half its estimate, within the bounds; news for everyone (sold
-    out, units back) reaches it sooner by push or by the shared news it reads."""
+def poll_after(estimate: int | None, *, window: int) -> int:
+    """When a waiting page asks again: at half its estimate, within the bounds, and at least three times
+    within the checkout ``window`` (an admission is news for one buyer only: their own read tells them,
+    before their hold lapses); news for everyone reaches it sooner by push or the shared news."""
+    most = max(POLL_MIN_SECONDS, min(POLL_MAX_SECONDS, window // 3))
     if estimate is None:
-        return POLL_MAX_SECONDS // 4
-    return max(POLL_MIN_SECONDS, min(POLL_MAX_SECONDS, estimate // 2))
+        return min(most, POLL_MAX_SECONDS // 4)
+    return max(POLL_MIN_SECONDS, min(most, estimate // 2))

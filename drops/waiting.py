@@ -128,7 +128,7 @@ def place_told(*, drop_id: int, ticket: int, news: dict | None = None) -> Told |
         quantity=place.quantity,
         units=variant["units"],
         estimate_seconds=estimate,
-        poll=poll_after(estimate) if state in ("waiting", "sold_out") else 0,
+        poll=poll_after(estimate, window=news.get("window", 600)) if state in ("waiting", "sold_out") else 0,
         order=place.order,
         until=until,
         code=place.code,

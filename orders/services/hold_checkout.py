@@ -7,7 +7,7 @@ fail for stock. The order is priced again for where it goes; its expiry stays th
 
 from django.db import IntegrityError, transaction
 
-from core.db import statements_run
+from core.db import retry_on_deadlock, statements_run
 from core.errors import InvalidInput
 from orders.errors import OrderExpired
 from orders.models import Order
@@ -37,6 +37,12 @@ def order_hold_checkout(
     )
     given = buyer_fields_check(given or {})
     lines = order.lines_with_variants()
+    # A deadlock victim (the sweep expiring it, a payment) was rolled back whole: try again.
+    return retry_on_deadlock(lambda: _checkout(order, lines, shipping_address, billing_address, shipping_method,
+                                               voucher, given))  # fmt: skip
+
+
+def _checkout(order, lines, shipping_address, billing_address, shipping_method, voucher, given) -> Order:
     with transaction.atomic():
         current = Order.all_objects.select_for_update().get(pk=order.pk)
         if current.status != Status.HELD:

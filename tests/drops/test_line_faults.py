@@ -78,9 +78,10 @@ def test_redis_down_pauses_the_line_and_it_resumes_in_order(make_drop, django_us
                 assert Order.objects.count() == 1 and stock_of(drop.entries.get().variant).reserved == 0
 
                 redis.start()  # the same address and data: the shop and the runner reconnect by themselves
-                wait_for(lambda: place(second)[0] == 200 and place(second)[1]["state"] == "admitted", timeout=20,
+                wait_for(lambda: place(second)[0] == 200 and place(second)[1]["state"] == "admitted", timeout=30,
                          what="the second admitted")  # fmt: skip
-                assert place(third)[1]["state"] == "sold_out" and place(third)[1]["ahead"] == 0
+                wait_for(lambda: place(third)[1]["state"] == "sold_out", timeout=30, what="the third told sold out")
+                assert place(third)[1]["ahead"] == 0
         finally:
             stop(runner)
             runner_log.close()
