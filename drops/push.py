@@ -17,6 +17,7 @@ import redis.asyncio as aioredis
 from django.conf import settings
 
 from drops.line import news_channel
+from drops.rules import LineState
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ async def _relay_news() -> None:
             for queues in _waiting.values():  # the pages show the pause from their own next read
                 for queue in queues:
                     if not queue.full():
-                        queue.put_nowait(json.dumps({"state": "paused"}))
+                        queue.put_nowait(json.dumps({"state": LineState.PAUSED}))
             await asyncio.sleep(1)
 
 

@@ -110,7 +110,7 @@ def place_told(*, drop_id: int, ticket: int, news: dict | None = None) -> Told |
     if place is None or news is None:
         return None
     variant = news["variants"].get(str(place.variant_id), {"sku": "", "name": "", "units": "sold_out"})
-    state, estimate = {"a": "admitted", "r": "refused"}.get(place.state, "waiting"), None
+    state, estimate = {line.State.ADMITTED: "admitted", line.State.REFUSED: "refused"}.get(place.state, "waiting"), None
     if state == "waiting":
         if news["state"] in (LineState.SOLD_OUT, LineState.CLOSED):
             state = news["state"]
