@@ -1,7 +1,9 @@
 """The line's API: join a drop's line, say where a place stands, and the news every waiting client reads.
 
 Joining needs an account (the API's orders do); the place is answered with its pass (a token), sent back
-as ``X-Drop-Pass``. Reading a place or the news touches Redis only: no authentication, no database."""
+as ``X-Drop-Pass``. Reading a place or the news touches Redis only: no authentication, no database.
+``line_join_answer`` and ``line_place_answer`` are the answers both this view and the push process give
+(``config.push`` serves the same paths outside Django's request cycle, for a crowd)."""
 
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -48,6 +50,11 @@ class JoinOutputSerializer(PlaceOutputSerializer):
     pass_token = serializers.CharField(help_text=f"Send it as {passes.HEADER} to read the place and check out.")
 
 
+class JoinInputSerializer(serializers.Serializer):
+    sku = serializers.CharField(max_length=SKU_MAX_LENGTH)
+    quantity = StrictIntegerField(min_value=1, max_value=UNITS_PER_BUYER_MAX, default=1)
+
+
 def _answer(told, *, created: bool = False, pass_token: str | None = None) -> Response:
     body = told.as_dict() | ({"pass_token": pass_token} if pass_token else {})
     response = Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
@@ -56,12 +63,31 @@ def _answer(told, *, created: bool = False, pass_token: str | None = None) -> Re
     return response
 
 
+def line_join_answer(*, drop_id: int, data, customer_id: int, ticket: int | None) -> Response:
+    """Join for the account ``customer_id`` with the API's input (checked here; DRF's errors raised)."""
+    checked = JoinInputSerializer(data=data)
+    checked.is_valid(raise_exception=True)
+    told, new = line_enter(
+        drop_id=drop_id,
+        sku=checked.validated_data["sku"],
+        quantity=checked.validated_data["quantity"],
+        customer_id=customer_id,
+        email="",
+        ticket=ticket,
+    )
+    return _answer(told, created=new, pass_token=passes.pass_issue(drop_id=drop_id, ticket=told.ticket))
+
+
+def line_place_answer(*, drop_id: int, ticket: int | None) -> Response:
+    """The place the pass's ``ticket`` names (``pass_invalid`` if none)."""
+    told = place_told(drop_id=drop_id, ticket=ticket) if ticket is not None else None
+    if told is None:
+        raise PassInvalid()
+    return _answer(told)
+
+
 class DropLineApi(APIView):
     """POST joins the drop's line (idempotent: the same account gets the same place); GET reads the place."""
-
-    class JoinInputSerializer(serializers.Serializer):
-        sku = serializers.CharField(max_length=SKU_MAX_LENGTH)
-        quantity = StrictIntegerField(min_value=1, max_value=UNITS_PER_BUYER_MAX, default=1)
 
     def _reading(self) -> bool:
         """A GET or HEAD: the pass is the right to read the place (the schema's generator asks with no request)."""
@@ -90,17 +116,8 @@ class DropLineApi(APIView):
         },
     )
     def post(self, request, pk: int):
-        data = self.JoinInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        told, new = line_enter(
-            drop_id=pk,
-            sku=data.validated_data["sku"],
-            quantity=data.validated_data["quantity"],
-            customer_id=request.user.pk,
-            email="",
-            ticket=passes.pass_of_request(request, drop_id=pk),
-        )
-        return _answer(told, created=new, pass_token=passes.pass_issue(drop_id=pk, ticket=told.ticket))
+        ticket = passes.pass_of_request(request, drop_id=pk)
+        return line_join_answer(drop_id=pk, data=request.data, customer_id=request.user.pk, ticket=ticket)
 
     @extend_schema(
         operation_id="drop_line_place",
@@ -114,11 +131,7 @@ class DropLineApi(APIView):
         },
     )
     def get(self, request, pk: int):
-        ticket = passes.pass_of_request(request, drop_id=pk)
-        told = place_told(drop_id=pk, ticket=ticket) if ticket is not None else None
-        if told is None:
-            raise PassInvalid()
-        return _answer(told)
+        return line_place_answer(drop_id=pk, ticket=passes.pass_of_request(request, drop_id=pk))
 
 
 class DropNewsApi(APIView):

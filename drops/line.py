@@ -9,7 +9,8 @@ Each step is one Lua script (``drops/scripts``), so two web processes never give
   and at most the admission rate allows (a token bucket); claims left unfinished by a killed process
   come back after ``CLAIM_STALE_MS`` to be finished by the next pass.
 - ``line_settle`` ends a claim: admitted (with its order), back in line at its own place (no unit after
-  all), or refused (with the refusal's code). A claim settled twice is settled once.
+  all), or refused (with the refusal's code), and publishes the place's change. A claim settled twice
+  is settled once.
 - ``news_publish`` keeps the news every waiting buyer reads (``news``) and publishes it when it changes.
 
 The database never sees a waiting buyer: ``orders.services.holding`` places the hold of each claim.
@@ -133,8 +134,9 @@ def line_claim(*, drop_id: int, free: dict[int, int], rate: float, burst: int) -
 
 def line_settle(*, drop_id: int, ticket: int, outcome: str, order: str = "", code: str = "", until_ms: int = 0) -> bool:
     """End the claim of ``ticket``: ``admitted`` (``order``, held until ``until_ms``), ``back`` in line, or
-    ``refused`` (``code``). False if it was settled already."""
-    return bool(_script("line_settle")(args=[_base(drop_id), ticket, outcome, order, code, until_ms]))
+    ``refused`` (``code``), and publish that the place changed. False if it was settled already."""
+    args = [_base(drop_id), int(ticket), outcome, order, code, until_ms, news_channel(), int(drop_id)]
+    return bool(_script("line_settle")(args=args))
 
 
 def line_admitted(*, drop_id: int) -> list[int]:

@@ -1,34 +1,64 @@
-"""News of the drops' lines pushed to waiting browsers: server-sent events from one ASGI process, beside
-the WSGI app servers, subscribed to Redis (``drops.line.news_channel``).
+"""The lines pushed to waiting buyers: server-sent events from one ASGI process, beside the WSGI app
+servers, subscribed to Redis (``drops.line.news_channel``).
 
-One subscription per process fans each publication out to every connection waiting on that drop, so a
-crowd costs one Redis message and one small write per connection per change (sold out, units back, the
-line closed), and nothing between changes but a comment every ``HEARTBEAT_SECONDS``. Run it with
-``uvicorn config.push:app`` (``bin/run`` starts it); the pages reach it at ``DROP_EVENTS_URL``. Raw ASGI,
-no framework: it serves one kind of stream.
+A stream, ``GET /events/drops/<id>/``, carries the drop's news whenever it changes (sold out, units back,
+the line closed) and, when the request names a place by its pass (``X-Drop-Pass``, ``?pass=``, or the
+page's cookie), that place: once at once, and again each time the runner settles it (``event: place``:
+admitted with its order, refused, back in line; ``drops.line.line_settle`` publishes it). So a buyer far
+back in the line sends no request while waiting, and still learns their admission within a pass.
+
+One subscription per process fans each publication out to the streams it concerns: a crowd costs one
+Redis message and one small write per stream per change, and nothing between changes but a comment
+every ``HEARTBEAT_SECONDS``. Raw ASGI, no framework (``config.push`` routes to it).
 """
 
 import asyncio
 import json
 import logging
 import re
+import urllib.parse
 
 import redis.asyncio as aioredis
 from django.conf import settings
+from django.http.cookie import parse_cookie
+from django.http.request import validate_host
 
+from drops import passes
+from drops.errors import LinePaused
 from drops.line import news_channel
 from drops.rules import LineState
+from drops.waiting import place_told
 
 logger = logging.getLogger(__name__)
 
 HEARTBEAT_SECONDS = 15  # keeps proxies from closing an idle stream
-_PATH = re.compile(r"^/events/drops/(\d+)/$")
-_waiting: dict[int, set[asyncio.Queue]] = {}
+FIRST = asyncio.FIRST_COMPLETED
+PATH = re.compile(r"^/events/drops/(\d+)/$")
+_PAUSED = json.dumps({"state": LineState.PAUSED})
+
+
+class _Stream:
+    """One buyer's open stream: what it has yet to send, and the event that wakes it."""
+
+    __slots__ = ("ticket", "news", "place_changed", "woken")
+
+    def __init__(self, ticket: int | None):
+        self.ticket, self.news, self.place_changed = ticket, None, ticket is not None
+        self.woken = asyncio.Event()
+
+    def wake(self, *, news: str | None = None, place: bool = False) -> None:
+        self.news = news if news is not None else self.news  # only the latest news: never a backlog
+        self.place_changed = self.place_changed or place
+        self.woken.set()
+
+
+_streams: dict[int, set[_Stream]] = {}  # by drop
+_places: dict[tuple[int, int], set[_Stream]] = {}  # by (drop, ticket): a buyer's tabs
 _relay: asyncio.Task | None = None
 
 
 def _redis() -> aioredis.Redis:
-    """The locks' Redis, where the line's news is published (a Sentinel's primary under Sentinel)."""
+    """The locks' Redis, where the lines publish (a Sentinel's primary under Sentinel)."""
     if settings.REDIS_SENTINELS:
         from redis.asyncio.sentinel import Sentinel
 
@@ -37,7 +67,7 @@ def _redis() -> aioredis.Redis:
 
 
 async def _relay_news() -> None:
-    """Forward every publication to the connections waiting on its drop; reconnect when Redis comes back."""
+    """Wake the streams each publication concerns; reconnect when Redis comes back."""
     while True:
         try:
             pubsub = _redis().pubsub()
@@ -46,58 +76,87 @@ async def _relay_news() -> None:
                 if message["type"] != "message":
                     continue
                 published = json.loads(message["data"])
-                news = json.dumps(published["news"], separators=(",", ":"))
-                for queue in list(_waiting.get(published["drop"], ())):
-                    if queue.full():  # a slow client gets the latest news, never a backlog
-                        queue.get_nowait()
-                    queue.put_nowait(news)
+                if "news" in published:
+                    news = json.dumps(published["news"], separators=(",", ":"))
+                    for stream in list(_streams.get(published["drop"], ())):
+                        stream.wake(news=news)
+                else:
+                    for stream in list(_places.get((published["drop"], published["ticket"]), ())):
+                        stream.wake(place=True)
         except (OSError, aioredis.RedisError) as exc:
             logger.warning("drop news relay: Redis unreachable (%s); retrying", exc)
-            for queues in _waiting.values():  # the pages show the pause from their own next read
-                for queue in queues:
-                    if not queue.full():
-                        queue.put_nowait(json.dumps({"state": LineState.PAUSED}))
+            for streams in _streams.values():  # the pages show the pause; their places are read again after
+                for stream in streams:
+                    stream.wake(news=_PAUSED, place=True)
             await asyncio.sleep(1)
 
 
-async def app(scope, receive, send):
-    if scope["type"] == "lifespan":
-        while (message := await receive())["type"] != "lifespan.shutdown":
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-        await send({"type": "lifespan.shutdown.complete"})
-        return
-    match = _PATH.match(scope.get("path", "")) if scope["type"] == "http" else None
-    if match is None or scope["method"] != "GET":
-        await send({"type": "http.response.start", "status": 404, "headers": [(b"content-type", b"text/plain")]})
-        await send({"type": "http.response.body", "body": b"Not found."})
-        return
-    await _stream(int(match[1]), receive, send)
+def request_pass(scope, drop_id: int) -> int | None:
+    """The ticket the request's pass names: the API's header, the query's ``pass``, else the page's cookie."""
+    headers = dict(scope["headers"])
+    token = headers.get(passes.HEADER.lower().encode(), b"").decode("latin-1")
+    token = token or urllib.parse.parse_qs(scope.get("query_string", b"").decode("latin-1")).get("pass", [""])[0]
+    if not token:
+        token = parse_cookie(headers.get(b"cookie", b"").decode("latin-1")).get(passes.cookie_name(drop_id), "")
+    return passes.pass_ticket(token, drop_id=drop_id)
 
 
-async def _stream(drop_id: int, receive, send) -> None:
+def _cors(scope) -> list[tuple[bytes, bytes]]:
+    """Lets the shop's own pages (a host it serves, on another port: ``bin/run``) read the stream with the
+    pass cookie; any other origin reads nothing."""
+    origin = dict(scope["headers"]).get(b"origin", b"").decode("latin-1")
+    host = urllib.parse.urlsplit(origin).hostname or ""
+    if not origin or not validate_host(host, settings.ALLOWED_HOSTS):
+        return []
+    return [(b"access-control-allow-origin", origin.encode()), (b"access-control-allow-credentials", b"true")]
+
+
+async def _place_event(drop_id: int, ticket: int) -> bytes:
+    try:
+        told = await asyncio.to_thread(place_told, drop_id=drop_id, ticket=ticket)
+    except LinePaused:
+        return f"data: {_PAUSED}\n\n".encode()
+    if told is None:
+        return b""
+    return f"event: place\ndata: {json.dumps(told.as_dict(), separators=(',', ':'))}\n\n".encode()
+
+
+async def stream(scope, receive, send, drop_id: int) -> None:
+    """The stream of drop ``drop_id``'s news, and of the place the request's pass names."""
     global _relay
     if _relay is None or _relay.done():
         _relay = asyncio.create_task(_relay_news())
-    queue: asyncio.Queue = asyncio.Queue(maxsize=1)
-    _waiting.setdefault(drop_id, set()).add(queue)
-    headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-store"), (b"x-accel-buffering", b"no")]
+    me = _Stream(request_pass(scope, drop_id))
+    _streams.setdefault(drop_id, set()).add(me)
+    if me.ticket is not None:
+        _places.setdefault((drop_id, me.ticket), set()).add(me)
+    headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-store"), (b"vary", b"origin")]
+    headers += [(b"x-accel-buffering", b"no"), *_cors(scope)]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     disconnected = asyncio.create_task(_disconnect(receive))
     try:
         await send({"type": "http.response.body", "body": b"retry: 5000\n\n", "more_body": True})
         while not disconnected.done():
-            news = asyncio.create_task(queue.get())
-            done, _ = await asyncio.wait({news, disconnected}, timeout=HEARTBEAT_SECONDS, return_when="FIRST_COMPLETED")
-            if news in done:
-                body = f"data: {news.result()}\n\n".encode()
-            else:
-                news.cancel()
-                body = b": still here\n\n"
-            if not disconnected.done():
+            me.woken.clear()
+            body = b""
+            if me.place_changed:
+                me.place_changed = False
+                body += await _place_event(drop_id, me.ticket)
+            if me.news is not None:
+                body, me.news = body + f"data: {me.news}\n\n".encode(), None
+            if body and not disconnected.done():
                 await send({"type": "http.response.body", "body": body, "more_body": True})
+            woken = asyncio.create_task(me.woken.wait())
+            done, _ = await asyncio.wait({woken, disconnected}, timeout=HEARTBEAT_SECONDS, return_when=FIRST)
+            if not done and not disconnected.done():
+                await send({"type": "http.response.body", "body": b": still here\n\n", "more_body": True})
+            woken.cancel()
     finally:
-        _waiting[drop_id].discard(queue)
+        _streams[drop_id].discard(me)
+        if me.ticket is not None:
+            _places[(drop_id, me.ticket)].discard(me)
+            if not _places[(drop_id, me.ticket)]:
+                del _places[(drop_id, me.ticket)]
         disconnected.cancel()
 
 

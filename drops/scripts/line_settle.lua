@@ -1,6 +1,8 @@
 -- End a claim. ARGV: base, ticket, outcome ('admitted', 'back' or 'refused'), order number, refusal
--- code, when the hold lapses (ms). 'back' puts the ticket at its own place again. Answers 1, or 0 if the ticket was not claimed
--- (settled already: a replayed claim that its first process settled after all).
+-- code, when the hold lapses (ms), the news channel, the drop's id. 'back' puts the ticket at its own
+-- place again. The place's change is published (its stream, if open, reads it: drops.push). Answers 1,
+-- or 0 if the ticket was not claimed (settled already: a replayed claim that its first process settled
+-- after all).
 local base, ticket, outcome = ARGV[1], ARGV[2], ARGV[3]
 local key = base .. ':t:' .. ticket
 local f = redis.call('HMGET', key, 'st', 'v', 'q')
@@ -17,4 +19,5 @@ elseif outcome == 'back' then
 else
   redis.call('HSET', key, 'st', 'r', 'code', ARGV[5])
 end
+redis.call('PUBLISH', ARGV[7], '{"drop":' .. ARGV[8] .. ',"ticket":' .. ticket .. '}')
 return 1

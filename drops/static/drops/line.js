@@ -1,8 +1,9 @@
 // The waiting page, with JavaScript: news for everyone (sold out, units back, the line closed or paused)
-// shows at once. The page listens to the push process's stream (server-sent events, DROP_EVENTS_URL); if
-// that cannot be reached it reads the one shared news answer (GET /api/drops/<id>/news/) every 2 s
-// instead. Either way it reloads when the news differs from what the page shows. The page's own Refresh
-// header paces the reads of the buyer's place, without JavaScript too.
+// and the buyer's own admission show at once. The page listens to the push process's stream (server-sent
+// events, DROP_EVENTS_URL, sent the pass cookie): it reloads when the news differs from what the page
+// shows, or the place's state does ("place" events). If the stream cannot be reached it reads the one
+// shared news answer (GET /api/drops/<id>/news/) every 2 s instead. The page's own Refresh header paces
+// the reads of the buyer's place, without JavaScript too.
 (function () {
   "use strict";
   var section = document.querySelector("[data-line]");
@@ -26,8 +27,11 @@
   }
   if (!window.EventSource || !section.dataset.eventsUrl) return poll();
   var opened = false;
-  var stream = new EventSource(section.dataset.eventsUrl);
+  var stream = new EventSource(section.dataset.eventsUrl, { withCredentials: true });
   stream.onopen = function () { opened = true; };
+  stream.addEventListener("place", function (event) {
+    try { if (JSON.parse(event.data).state !== section.dataset.state) window.location.reload(); } catch (e) { /* not a place */ }
+  });
   stream.onmessage = function (event) {
     try { if (changed(JSON.parse(event.data))) window.location.reload(); } catch (e) { /* not news */ }
   };
