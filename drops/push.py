@@ -1,8 +1,8 @@
 """The lines pushed to waiting buyers: server-sent events from one ASGI process, beside the WSGI app
 servers, subscribed to Redis (``drops.line.news_channel``).
 
-A stream, ``GET /events/drops/<id>/``, carries the drop's news whenever it changes (sold out, units back,
-the line closed) and, when the request names a place by its pass (``X-Drop-Pass``, ``?pass=``, or the
+A stream, ``GET /events/drops/<id>/``, carries the drop's news whenever what matters in it changes (sold
+out, units back, the line closed: not the queue moving) and, when the request names a place by its pass (``X-Drop-Pass``, ``?pass=``, or the
 page's cookie), that place: once at once, and again each time the runner settles it (``event: place``:
 admitted with its order, refused, back in line; ``drops.line.line_settle`` publishes it). So a buyer far
 back in the line sends no request while waiting, and still learns their admission within a pass.
@@ -54,7 +54,13 @@ class _Stream:
 
 _streams: dict[int, set[_Stream]] = {}  # by drop
 _places: dict[tuple[int, int], set[_Stream]] = {}  # by (drop, ticket): a buyer's tabs
+_majors: dict[int, tuple] = {}  # by drop: what of its news the streams heard last
 _relay: asyncio.Task | None = None
+
+
+def _major(news: dict) -> tuple:
+    """What of the news every waiting buyer must hear: the line's state and each product's units."""
+    return news.get("state"), tuple(sorted((vid, v.get("units")) for vid, v in news.get("variants", {}).items()))
 
 
 def _redis() -> aioredis.Redis:
@@ -77,6 +83,9 @@ async def _relay_news() -> None:
                     continue
                 published = json.loads(message["data"])
                 if "news" in published:
+                    if _major(published["news"]) == _majors.get(published["drop"]):
+                        continue  # the queue moved, the rate changed: nothing a waiting buyer acts on
+                    _majors[published["drop"]] = _major(published["news"])
                     news = json.dumps(published["news"], separators=(",", ":"))
                     for stream in list(_streams.get(published["drop"], ())):
                         stream.wake(news=news)
@@ -85,6 +94,7 @@ async def _relay_news() -> None:
                         stream.wake(place=True)
         except (OSError, aioredis.RedisError) as exc:
             logger.warning("drop news relay: Redis unreachable (%s); retrying", exc)
+            _majors.clear()
             for streams in _streams.values():  # the pages show the pause; their places are read again after
                 for stream in streams:
                     stream.wake(news=_PAUSED, place=True)

@@ -25,7 +25,7 @@ CATALOG_RATE = 5.0  # GET / a second, through the arrivals and ``catalog_after``
 # figure is a request's own work, not time spent queueing for the cores.
 CALIBRATE_RATES = {"join": 100.0, "poll": 200.0, "news": 200.0, "order": 50.0}
 AMPLE = 10_000_000
-LINES = ("line", "shared")  # the line on, its news read by every buyer / through a shared cache
+LINES = ("line", "shared")  # the line on: buyers wait on the push process's stream / poll, news shared
 
 
 def arguments() -> argparse.Namespace:
@@ -72,8 +72,9 @@ def crowd_of(args, tokens: list[str]) -> list[dict]:
 
 
 def calibrate(shop, args, tokens, drop, skus, ample_sku, shipped) -> dict:
-    """CPU of the shop's gunicorn per request of each kind, one kind at a time at its rate: joins,
-    reads of the place, reads of the news, and orders placed (``POST /api/orders/``, one unit, shipped)."""
+    """The shop's web CPU (gunicorn and the push process) per request of each kind, one kind at a time at
+    its rate: joins and reads of the place (the push process's), reads of the news and orders placed
+    (``POST /api/orders/``, one unit, shipped: gunicorn's)."""
     count, out = min(args.calibrate, len(tokens)), {}
 
     def paced(kind: str, requests: list[dict]) -> dict:
@@ -81,17 +82,18 @@ def calibrate(shop, args, tokens, drop, skus, ample_sku, shipped) -> dict:
         result = shop.crowd(plan | {"start_at": time.time() + 1.5, "deadline": 600} | shipped)
         ok = sum(n for status, n in result["kinds"].get(kind, {}).get("statuses", {}).items() if int(status) < 300)
         out[kind] = {"requests": len(requests), "ok": ok, "rate": CALIBRATE_RATES[kind]}
-        out[kind] |= {"gunicorn_ms": result["cpu"]["gunicorn"] * 1000 / max(ok, 1)}
+        out[kind] |= {"web_ms": (result["cpu"]["gunicorn"] + result["cpu"]["push"]) * 1000 / max(ok, 1)}
         out[kind] |= {"p99_ms": result["kinds"].get(kind, {}).get("p99", 0)}
         return result
 
-    path = f"/api/drops/{drop.pk}/line/"
+    path, at = f"/api/drops/{drop.pk}/line/", shop.push_url
     joins = [
-        {"method": "POST", "path": path, "headers": {"Authorization": f"Token {t}"}, "json": {"sku": skus[n % SIZES]}}
+        {"method": "POST", "path": path, "at": at, "headers": {"Authorization": f"Token {t}"}}
+        | {"json": {"sku": skus[n % SIZES]}}
         for n, t in enumerate(tokens[:count])
     ]
     passes = [body.get("pass_token", "") for body in paced("join", joins)["bodies"]]
-    paced("poll", [{"method": "GET", "path": path, "headers": {"X-Drop-Pass": p}} for p in passes])
+    paced("poll", [{"method": "GET", "path": path, "at": at, "headers": {"X-Drop-Pass": p}} for p in passes])
     paced("news", [{"method": "GET", "path": f"/api/drops/{drop.pk}/news/"} for _ in range(count)])
     orders = [
         {
@@ -182,6 +184,7 @@ def main() -> None:
                 "scenario": name,
                 "drop": drops[name].pk if name in LINES else 0,
                 "news_shared": name == "shared",
+                "push": name == "line",
                 "order_path": "/bench/checkout/" if name == "plain" else "/api/orders/",
                 "buyers": [b | {"sku": skus[b["size"]]} for b in crowd],
                 "start_at": time.time() + 3,

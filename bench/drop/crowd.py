@@ -27,6 +27,7 @@ RETRY_PAUSE = 1.0  # seconds before asking again after a timeout or a dropped co
 CONNECTIONS = 512  # the crowd's pool, as a proxy's to its upstream: more would only queue in gunicorn
 # Idle connections closed before gunicorn's keep-alive (2 s) closes them, so none is reused as it is closed.
 KEEPALIVE = 1.5
+STREAM_SILENT_AT_MOST = 30  # seconds a stream may say nothing: twice the push process's heartbeat
 NEWS_MAX_AGE = 1.0  # the news answer's Cache-Control max-age: how long a shared cache may serve it
 
 
@@ -47,8 +48,9 @@ def percentiles(values: list[float]) -> dict:
 
 
 class Crowd:
-    def __init__(self, plan: dict, http: aiohttp.ClientSession, cache: aiohttp.ClientSession):
+    def __init__(self, plan: dict, http: aiohttp.ClientSession, cache: aiohttp.ClientSession, streams=None):
         self.plan, self.http, self.cache, self.url = plan, http, cache, plan["url"]
+        self.streams = streams  # a session without a connection limit: each open stream is a connection
         self.stop = plan["start_at"] + plan["deadline"]
         self.latencies: dict[str, list[float]] = {}
         self.statuses: dict[str, Counter] = {}
@@ -56,12 +58,12 @@ class Crowd:
         self.news, self.news_fresh_until = None, 0.0
         self.shipped = {"shipping_address": plan["address"], "shipping_method": plan["method"]}
 
-    async def send(self, kind: str, method: str, path: str, *, via=None, **request) -> Answer | None:
-        """One request (``via`` a session other than the crowd's pool); None when it timed out or its
-        connection failed (both counted per kind)."""
+    async def send(self, kind: str, method: str, path: str, *, via=None, at=None, **request) -> Answer | None:
+        """One request (``via`` a session other than the crowd's pool; ``at`` a server other than gunicorn);
+        None when it timed out or its connection failed (both counted per kind)."""
         started = time.time()
         try:
-            async with (via or self.http).request(method, self.url + path, **request) as response:
+            async with (via or self.http).request(method, (at or self.url) + path, **request) as response:
                 raw = await response.read()
                 status, retry = response.status, response.headers.get("Retry-After")
         except TimeoutError:
@@ -107,10 +109,12 @@ class Crowd:
             await self.order_buyer(buyer, record)
 
     async def line_buyer(self, buyer: dict, record: dict) -> None:
-        """Join; then read the place when its Retry-After says and the shared news every few seconds
-        (a change of the news reads the place at once, as the waiting page reloads); admitted: check out."""
+        """Join at the push process; then wait: on its stream (``push``), or reading the place there when
+        its Retry-After says and the shared news every few seconds (a change of the news reads the place
+        at once, as the waiting page reloads); admitted: check out."""
         path, auth = f"/api/drops/{self.plan['drop']}/line/", {"Authorization": f"Token {buyer['token']}"}
-        place = await self.until("join", "POST", path, headers=auth, json={"sku": buyer["sku"], "quantity": 1})
+        joining = {"headers": auth, "json": {"sku": buyer["sku"], "quantity": 1}, "at": self.plan["push_url"]}
+        place = await self.until("join", "POST", path, **joining)
         if place is None:
             return
         if place.status == 409 and place.body.get("code") == "line_closed":
@@ -119,6 +123,8 @@ class Crowd:
             return self.final(record, f"join {place.status}")
         record["ticket"], record["joined_at"] = place.body["ticket"], time.time()
         passed, shown, next_news = {"X-Drop-Pass": place.body["pass_token"]}, None, time.time()
+        if self.plan["push"]:
+            return await self.listen(buyer, record, place.body, passed, auth)
         while True:
             state = place.body.get("state")
             if state == "sold_out":
@@ -144,9 +150,53 @@ class Crowd:
                         seen = json.dumps([news.body.get("state"), news.body.get("variants")], sort_keys=True)
                         changed, shown = shown is not None and seen != shown, seen
             record["polls"] += 1
-            place = await self.until("poll", "GET", path, headers=passed)
+            place = await self.until("poll", "GET", path, headers=passed, at=self.plan["push_url"])
             if place is None or place.status != 200:
                 return self.final(record, f"poll {place.status}") if place else None
+
+    async def listen(self, buyer: dict, record: dict, place: dict, passed: dict, auth: dict) -> None:
+        """Wait on the place's stream, as the waiting page's script does: its place events (admitted,
+        refused; sold out, while the buyer stays in line for units that come back) and the news (sold
+        out, closed). A dropped stream is opened again a second later."""
+        url = f"{self.plan['push_url']}/events/drops/{self.plan['drop']}/"
+        while time.time() < self.stop:
+            state = place.get("state")
+            if state == "sold_out":
+                self.told_sold_out(record)
+            if state == "admitted":
+                return await self.check_out(buyer, record, place["order"], passed, auth)
+            if state in ("refused", "closed"):
+                return self.final(record, state)
+            place = await self.stream_next(url, passed, record, known=state) or place
+
+    async def stream_next(self, url: str, passed: dict, record: dict, *, known: str) -> dict | None:
+        """Read the stream until it says something the buyer acts on, other than the ``known`` state: the
+        place's (or the line's, sold out or closed, as the place's), or None if the stream ended first."""
+        started, event = time.time(), "message"
+        try:
+            async with self.streams.get(url, headers=passed) as response:
+                record["streams"] += 1
+                self.latencies.setdefault("stream", []).append((time.time() - started) * 1000)
+                self.statuses.setdefault("stream", Counter())[response.status] += 1
+                async for raw in response.content:
+                    line = raw.decode().rstrip("\n")
+                    if line.startswith("event: "):
+                        event = line[7:]
+                    elif line.startswith("data: "):
+                        data, kind, event = json.loads(line[6:]), event, "message"
+                        state = data.get("state")
+                        if kind == "place" and state not in ("waiting", known):
+                            return data
+                        if kind != "place" and state in ("sold_out", "closed") and state != known:
+                            return {"state": state}
+                    if time.time() >= self.stop:
+                        return None
+        except TimeoutError:
+            self.timeouts["stream"] += 1
+        except aiohttp.ClientError as error:
+            self.dropped[f"stream: {type(error).__name__}"] += 1
+        await asyncio.sleep(RETRY_PAUSE)
+        return None
 
     async def news_read(self) -> Answer | None:
         """The shared news. With ``news_shared``, one read at a time, on a connection of its own, serves
@@ -244,11 +294,14 @@ async def catalog_load(url: str, *, start_at: float, seconds: float, rate: float
 async def run(plan: dict) -> dict:
     connector = aiohttp.TCPConnector(limit=CONNECTIONS, limit_per_host=CONNECTIONS, keepalive_timeout=KEEPALIVE)
     timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
+    # A stream is idle but for the push process's heartbeat: only a silence longer than that is a timeout.
+    listening = aiohttp.ClientTimeout(total=None, connect=REQUEST_TIMEOUT, sock_read=STREAM_SILENT_AT_MOST)
     async with (
         aiohttp.ClientSession(connector=connector, timeout=timeout) as http,
         aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1, keepalive_timeout=KEEPALIVE)) as cache,
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), timeout=listening) as streams,
     ):
-        crowd = Crowd(plan, http, cache)
+        crowd = Crowd(plan, http, cache, streams)
         side = plan.get("catalog")
         catalog = (
             asyncio.ensure_future(catalog_load(plan["url"], start_at=plan["start_at"], **side))
@@ -260,7 +313,7 @@ async def run(plan: dict) -> dict:
             out["bodies"] = await crowd.paced(plan["requests"], plan["rate"])
         else:
             records = [
-                {"i": b["i"], "final": "", "final_at": 0.0, "sold_out_at": 0.0, "news": 0, "polls": 0}
+                {"i": b["i"], "final": "", "final_at": 0.0, "sold_out_at": 0.0, "news": 0, "polls": 0, "streams": 0}
                 for b in plan["buyers"]
             ]
             await asyncio.gather(*(crowd.buyer(b, r) for b, r in zip(plan["buyers"], records, strict=True)))

@@ -2,8 +2,9 @@
 has set Django up on the bench's database).
 
 Processes as production runs them (docs/deploy.md): gunicorn on production settings (``bench.drop.settings``;
-``bench.http_load.Server``, on a port of 8100-8199), the line's runner (``manage.py drop_line``) and a
-Celery worker that applies the payment webhooks; here too a fake Stripe API (``tests.stripe_fake``) and a
+``bench.http_load.Server``, on a port of 8100-8199), the drops' push process (``uvicorn config.push:app``:
+the line's join, place reads and streams), the line's runner (``manage.py drop_line``) and a Celery
+worker that applies the payment webhooks; here too a fake Stripe API (``tests.stripe_fake``) and a
 sweep of lapsed holds every ``SWEEP_SECONDS`` (what beat's sweep does, more often, so a window of 30 s
 gives its units back within the run).
 """
@@ -17,6 +18,8 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 from datetime import timedelta
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -43,7 +46,8 @@ from tests.stripe_fake import FakeStripe
 
 logger = logging.getLogger(__name__)
 
-APP_PORT, STRIPE_PORT = 8101, 8102
+APP_PORT, STRIPE_PORT, PUSH_PORT = 8101, 8102, 8103
+PUSH_BACKLOG = 4096  # a crowd's joins arrive a thousand a second: the kernel queues them, not refuses them
 WEBHOOK_SECRET = "whsec_dropbench_run_only"
 SWEEP_SECONDS = 1.0
 REDIS_DBS = (12, 13)  # the shop's (locks, cache, the line) and the Celery broker's: emptied at the start
@@ -144,6 +148,10 @@ class Shop:
         LOGS.mkdir(parents=True, exist_ok=True)
         for old in LOGS.glob("*.log"):
             old.unlink()
+        push = [BIN / "uvicorn", "config.push:app", "--host", "127.0.0.1", "--port", str(PUSH_PORT)]
+        self.push = self._start("push", push + ["--no-access-log", "--backlog", str(PUSH_BACKLOG)])
+        self.push_url = f"http://127.0.0.1:{PUSH_PORT}"
+        self._push_wait()
         self.runner, self.runner_restarts, self.runner_cpu_before = self._runner(), [], 0.0
         celery = [BIN / "celery", "-A", "config", "worker", "--pool", "solo", "--loglevel", "WARNING"]
         self.worker = self._start("worker", celery)
@@ -151,6 +159,18 @@ class Shop:
         self.sweeper = threading.Thread(target=self._sweep, daemon=True)
         self.sweeper.start()
         return self
+
+    def _push_wait(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                urllib.request.urlopen(self.push_url + "/", timeout=1)
+            except urllib.error.HTTPError:
+                return  # it answers (404 at /)
+            except OSError:
+                if time.monotonic() > deadline or self.push.poll() is not None:
+                    raise RuntimeError("the push process did not start (var/drop-logs/push.log)") from None
+                time.sleep(0.2)
 
     def _runner(self) -> subprocess.Popen:
         return self._start("runner", [BIN / "python", "manage.py", "drop_line"])
@@ -179,7 +199,7 @@ class Shop:
     def __exit__(self, *exc):
         self.stopping.set()
         self.sweeper.join(10)
-        for proc in (self.runner, self.worker):
+        for proc in (self.runner, self.worker, self.push):
             proc.terminate()
             proc.wait(20)
         # Requests still queued would hold gunicorn's graceful stop past Server's wait: stop it at once.
@@ -196,11 +216,12 @@ class Shop:
             return [int(pid) for pid in children.read().split()]
 
     def cpu(self) -> dict:
-        """CPU seconds so far: gunicorn (the master, its workers and the workers it reaped), the runner, the
-        Celery worker, MariaDB and Redis."""
+        """CPU seconds so far: gunicorn (the master, its workers and the workers it reaped), the push process,
+        the runner, the Celery worker, MariaDB and Redis."""
         workers = sum(proc_cpu(pid) for pid in self.gunicorn_pids())
         return {
             "gunicorn": proc_cpu(self.server.proc.pid, reaped=True) + workers,
+            "push": proc_cpu(self.push.pid),
             "runner": self.runner_cpu_before + (proc_cpu(self.runner.pid) if self.runner.poll() is None else 0.0),
             "worker": proc_cpu(self.worker.pid),
         } | server_cpu()
@@ -218,7 +239,8 @@ class Shop:
         how often the runner died and was started again."""
         with tempfile.TemporaryDirectory(prefix="dropcrowd-") as tmp:
             plan_path, out_path = Path(tmp) / "plan.json", Path(tmp) / "out.json"
-            plan_path.write_text(json.dumps(plan | {"url": self.server.url, "webhook_secret": WEBHOOK_SECRET}))
+            shop = {"url": self.server.url, "push_url": self.push_url, "webhook_secret": WEBHOOK_SECRET}
+            plan_path.write_text(json.dumps(plan | shop))
             before, restarts = self.cpu(), len(self.runner_restarts)
             subprocess.run([sys.executable, "-m", "bench.drop.crowd", plan_path, out_path], cwd=ROOT, check=True)
             after = self.cpu()
