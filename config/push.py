@@ -9,10 +9,10 @@ Django's request cycle.
   a join costs a Redis script and, for its token, one database read, not the app server's middleware.
   Joining here takes an API token only (``Authorization: Token``); a browser's session joins through
   the pages.
-Raw ASGI, no framework; the service calls are synchronous Django and run in threads.
+Raw ASGI, no framework; the service calls are synchronous Django and run in
+one thread beside the event loop (``drops.push.in_service``).
 """
 
-import asyncio
 import json
 import os
 import re
@@ -28,7 +28,7 @@ from django.db import close_old_connections  # noqa: E402
 from rest_framework import exceptions  # noqa: E402
 
 from config.api import exception_handler  # noqa: E402
-from core.tokens import TokenAuthentication  # noqa: E402
+from core.tokens import token_account_id  # noqa: E402
 from drops import passes, push  # noqa: E402
 from drops.apis import line_join_answer, line_place_answer  # noqa: E402
 
@@ -50,7 +50,7 @@ async def app(scope, receive, send):
         return await push.stream(scope, receive, send, int(found[1]))
     if (found := _LINE.match(path)) and method in ("GET", "POST"):
         body = await _body(receive) if method == "POST" else b""
-        answer = await asyncio.to_thread(_line, int(found[1]), method, dict(scope["headers"]), body)
+        answer = await push.in_service(_line, int(found[1]), method, dict(scope["headers"]), body)
         return await _respond(send, *answer)
     await _respond(send, 404, {"code": "not_found", "detail": "Not found.", "fields": {}}, {})
 
@@ -87,12 +87,11 @@ def _line(drop_id: int, method: str, headers: dict, body: bytes | None) -> tuple
 
 
 def _account(authorization: bytes) -> int:
-    """The id of the account whose API token ``authorization`` carries (knox's check: one database read)."""
+    """The id of the account whose API token ``authorization`` carries (one database read)."""
     scheme, _, token = authorization.partition(b" ")
     if scheme.lower() != b"token" or not token.strip():
         raise exceptions.NotAuthenticated()
-    user, _ = TokenAuthentication().authenticate_credentials(token.strip())
-    return user.pk
+    return token_account_id(token.strip())
 
 
 def _json(body: bytes | None):
