@@ -13,6 +13,7 @@ Raw ASGI, no framework; the service calls are synchronous Django and run in
 one thread beside the event loop (``drops.push.in_service``).
 """
 
+import asyncio
 import json
 import os
 import re
@@ -50,8 +51,13 @@ async def app(scope, receive, send):
         return await push.stream(scope, receive, send, int(found[1]))
     if (found := _LINE.match(path)) and method in ("GET", "POST"):
         body = await _body(receive) if method == "POST" else b""
-        answer = await push.in_service(_line, int(found[1]), method, dict(scope["headers"]), body)
-        return await _respond(send, *answer)
+        gone = asyncio.Event()  # the client left (it gave up waiting): its request is not served after all
+        watching = asyncio.create_task(_left(receive, gone))
+        try:
+            answer = await push.in_service(_line_unless_gone, gone, int(found[1]), method, dict(scope["headers"]), body)
+        finally:
+            watching.cancel()
+        return await _respond(send, *answer) if answer else None
     await _respond(send, 404, {"code": "not_found", "detail": "Not found.", "fields": {}}, {})
 
 
@@ -65,6 +71,18 @@ async def _body(receive) -> bytes | None:
             return None
         if not message.get("more_body"):
             return body
+
+
+async def _left(receive, gone: asyncio.Event) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    gone.set()
+
+
+def _line_unless_gone(gone: asyncio.Event, *args):
+    """``_line``, unless its client left while it queued: under a crowd a request that waited past the
+    client's patience is sent again, and serving both would double the work of the slowest moment."""
+    return None if gone.is_set() else _line(*args)
 
 
 def _line(drop_id: int, method: str, headers: dict, body: bytes | None) -> tuple[int, dict, dict]:

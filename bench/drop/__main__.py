@@ -12,9 +12,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESETS = {  # the crowd and the drop; requests per kind for the CPU, seconds waited for a quiet machine
-    "full": {"buyers": 10_000, "seconds": 10.0, "units": 500, "window": 30, "deadline": 150}
+    "full": {"buyers": 10_000, "seconds": 10.0, "units": 500, "window": 30, "deadline": 150, "admissions": 15.0}
     | {"calibrate": 2000, "quiet": 30, "catalog_after": 20, "scenarios": ("line", "shared", "off", "plain")},
-    "quick": {"buyers": 1_000, "seconds": 5.0, "units": 50, "window": 10, "deadline": 25}
+    "quick": {"buyers": 1_000, "seconds": 5.0, "units": 50, "window": 10, "deadline": 25, "admissions": 15.0}
     | {"calibrate": 50, "quiet": 0, "catalog_after": 3, "scenarios": ("line", "off", "plain")},
 }
 SIZES = 5
@@ -36,6 +36,9 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--units", type=int, help=f"units of the drop, in {SIZES} sizes (500)")
     parser.add_argument("--window", type=int, help="checkout window (and unpaid orders' hold), seconds (30)")
     parser.add_argument("--deadline", type=int, help="seconds after the first arrival when buyers stop (150)")
+    parser.add_argument(
+        "--admissions", type=float, help="DROP_ADMISSIONS_PER_SECOND: what this machine serves of admitted buyers (15)"
+    )
     parser.add_argument("--scenarios", nargs="+", choices=PRESETS["full"]["scenarios"], help="which, in order")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--report", type=Path, help="markdown to rewrite between its drop:results markers")
@@ -125,6 +128,7 @@ def main() -> None:
     os.environ.setdefault("LOCK_KEY_PREFIX", "dropbench")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     os.environ["RESERVATION_TTL_SECONDS"] = str(args.window)  # line off: an unpaid order holds as long
+    os.environ["DROP_ADMISSIONS_PER_SECOND"] = str(args.admissions)
     from bench._db import use_bench_database
 
     use_bench_database()

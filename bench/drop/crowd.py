@@ -187,7 +187,9 @@ class Crowd:
                         state = data.get("state")
                         if kind == "place" and state not in ("waiting", known):
                             return data
-                        if kind != "place" and state in ("sold_out", "closed") and state != known:
+                        if kind != "place" and state == "sold_out":
+                            self.told_sold_out(record)  # it stays in line on the same stream
+                        if kind != "place" and state == "closed":
                             return {"state": state}
                     if time.time() >= self.stop:
                         return None

@@ -41,11 +41,18 @@ def kendall_tau(groups: list[list[int]]) -> float:
     return 1 - 2 * sum(_discordant(g) for g in groups) / pairs if pairs else 1.0
 
 
+def answered_at(record: dict) -> float:
+    """When the buyer had a final answer (admitted and paid, admitted and abandoned, a refusal, or sold
+    out: told sold out, they may stay in line for a unit that comes back), or 0."""
+    times = [at for at in (record["final_at"] if record["final"] else 0, record["sold_out_at"]) if at]
+    return min(times, default=0.0)
+
+
 def figures(name: str, result: dict, crowd: list[dict], units: int) -> dict:
     """One scenario's figures, times in seconds from the first arrival."""
     start, records = result["start_at"], result["buyers"]
     first = start + crowd[0]["arrival"]
-    answered = [r for r in records if r["final"]]
+    answered = [r | {"final_at": answered_at(r)} for r in records if answered_at(r)]
     waits = [r["final_at"] - start - crowd[r["i"]]["arrival"] for r in answered]
     paid = [r for r in records if r["final"] == "paid"]
     statuses = Counter()
@@ -57,7 +64,9 @@ def figures(name: str, result: dict, crowd: list[dict], units: int) -> dict:
         "in_time": sum(r["final_at"] - first <= ANSWER_WITHIN for r in answered),
         "last_answer": max((r["final_at"] - first for r in answered), default=0.0),
         "wait": percentiles(waits),
-        "outcomes": Counter(r["final"] or "no answer" for r in records),
+        "outcomes": Counter(
+            r["final"] or ("told sold out, stayed" if r["sold_out_at"] else "no answer") for r in records
+        ),
         "books": result["books"],
         "5xx": sum(n for status, n in statuses.items() if status >= 500),
         "timeouts": sum(result["timeouts"].values()),

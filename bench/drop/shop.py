@@ -71,6 +71,7 @@ def production_env() -> dict:
         "EMAIL_URL": "dummymail://",
         "CELERY_BROKER_URL": os.environ["CELERY_BROKER_URL"],
         "RESERVATION_TTL_SECONDS": os.environ["RESERVATION_TTL_SECONDS"],
+        "DROP_ADMISSIONS_PER_SECOND": os.environ["DROP_ADMISSIONS_PER_SECOND"],
     }
 
 
