@@ -255,6 +255,43 @@ def test_the_buyer_keeps_addresses(shop, walk):
     assert status == 200 and "Köln" in json.dumps(listed, ensure_ascii=False)
 
 
+def test_an_api_buyer_joins_the_drop_at_the_push_process_and_its_stream_says_admitted(shop, walk):
+    """The crowd's way in: the line's API at bin/run's push process (EVENTS_PORT), the place's stream
+    telling the admission, then the held order checked out and paid through the app."""
+    token, push = walk["buyer"], f"http://127.0.0.1:{shop.env['EVENTS_PORT']}"
+    product = Browser(shop.url)
+    product.open("/products/DROP-SNEAKER-41/")
+    drop_id = re.search(r'href="/drops/(\d+)/"', product.page)[1]
+    sku = "DROP-SNEAKER-43"  # six pairs (demo.catalog); the guest's walk takes a 41
+    join = urllib.request.Request(
+        f"{push}/api/drops/{drop_id}/line/", data=json.dumps({"sku": sku}).encode(), method="POST",
+        headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
+    )  # fmt: skip
+    with urllib.request.urlopen(join, timeout=30) as answer:
+        assert answer.status == 201
+        joined = json.loads(answer.read())
+    stream = urllib.request.urlopen(
+        urllib.request.Request(f"{push}/events/drops/{drop_id}/", headers={"X-Drop-Pass": joined["pass_token"]}),
+        timeout=30,
+    )
+    place, deadline = {}, time.monotonic() + 60  # the stream's heartbeats keep it open: a deadline of its own
+    while place.get("state") != "admitted":
+        assert time.monotonic() < deadline, f"not admitted within 60 s: {place}"
+        line = stream.readline()
+        assert line, "the stream ended before the admission"
+        if line.startswith(b"data: ") and b'"ticket"' in line:
+            place = json.loads(line[6:])
+    stream.close()
+    checkout = urllib.request.Request(
+        f"{shop.url}/api/orders/{place['order']}/checkout/", method="POST",
+        data=json.dumps({"shipping_address": ADDRESS_DE}).encode(),
+        headers={"X-Drop-Pass": joined["pass_token"], "Content-Type": "application/json"},
+    )  # fmt: skip
+    with urllib.request.urlopen(checkout, timeout=60) as answer:
+        assert json.loads(answer.read())["status"] == "awaiting_payment"
+    assert paid_through_the_local_provider(shop, place["order"], token, "pay")["status"] == "paid"
+
+
 def test_an_order_with_drop10_paid_shipping_and_tax_is_paid_after_a_decline(shop, walk):
     """A retry after a decline was refused order_expired whenever shipping cost money: SQLite's float
     shipping price never equalled the stored 9.90."""
