@@ -207,6 +207,10 @@ class Shop:
         self.server.proc.send_signal(signal.SIGQUIT)
         self.server.log.seek(0)
         (LOGS / "gunicorn.log").write_bytes(self.server.log.read())
+        try:
+            self.server.proc.wait(20)
+        except subprocess.TimeoutExpired:  # a worker stuck past SIGQUIT: the run's figures are taken already
+            self.server.proc.kill()
         self.server.__exit__(*exc)
         self.stripe.shutdown()
         self.stripe.server_close()
