@@ -74,8 +74,7 @@ async def _body(receive) -> bytes | None:
 
 
 async def _left(receive, gone: asyncio.Event) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
+    await push.client_left(receive)
     gone.set()
 
 
